@@ -1,0 +1,27 @@
+# sluice_module(NAME DEPS ...): one static library per module folder, built from every .cc
+# in the folder and its subfolders except *_test.cc; the module's tests (*_test.cc) become
+# one GoogleTest binary, sluice_<name>_test, registered with ctest.
+function(sluice_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  set(lib_srcs "")
+  set(test_srcs "")
+  foreach(f ${srcs})
+    if(f MATCHES "_test\\.cc$")
+      list(APPEND test_srcs ${f})
+    elseif(NOT f MATCHES "/main\\.cc$")
+      list(APPEND lib_srcs ${f})
+    endif()
+  endforeach()
+  add_library(sluice_${name} STATIC ${lib_srcs})
+  add_library(sluice::${name} ALIAS sluice_${name})
+  target_include_directories(sluice_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(sluice_${name} PUBLIC ${ARG_DEPS})
+  if(SLUICE_BUILD_TESTS AND test_srcs)
+    add_executable(sluice_${name}_test ${test_srcs})
+    target_link_libraries(sluice_${name}_test PRIVATE sluice_${name} ${ARG_TEST_DEPS}
+                          GTest::gtest GTest::gmock GTest::gtest_main)
+    gtest_discover_tests(sluice_${name}_test DISCOVERY_TIMEOUT 60
+                         PROPERTIES ENVIRONMENT "SLUICE_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
+  endif()
+endfunction()

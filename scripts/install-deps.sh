@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package Sluice needs to build, test, benchmark and run its demo.
+# Idempotent: packages already present are left alone, and apt is only called (with one
+# `apt-get update` first) when something is missing. Works as root; uses sudo otherwise.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # core libraries
+  libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
+  # image codecs and processing
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # python side: baselines (PyTorch DataLoader) and plots
+  python3 python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
+  python3-matplotlib python3-yaml
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "install-deps: not root and no sudo; install these packages: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

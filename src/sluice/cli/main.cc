@@ -1,0 +1,3 @@
+#include "sluice/cli/cli.h"
+
+int main(int argc, char** argv) { return sluice::cli::Main(argc, argv); }

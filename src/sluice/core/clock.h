@@ -1,0 +1,36 @@
+// Clocks used for profiling: a monotonic wall clock and the calling thread's CPU clock.
+// Both are cheap (vDSO) and safe from any thread.
+#ifndef SLUICE_CORE_CLOCK_H_
+#define SLUICE_CORE_CLOCK_H_
+
+#include <cstdint>
+#include <ctime>
+
+namespace sluice {
+
+inline int64_t NowNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+inline int64_t ThreadCpuNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+inline int64_t ProcessCpuNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Peak resident set size of this process in bytes (from getrusage).
+int64_t PeakRssBytes();
+// Current resident set size in bytes (from /proc/self/statm); 0 if unavailable.
+int64_t CurrentRssBytes();
+
+}  // namespace sluice
+
+#endif  // SLUICE_CORE_CLOCK_H_

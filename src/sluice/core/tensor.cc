@@ -1,0 +1,208 @@
+#include "sluice/core/tensor.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_join.h"
+
+namespace sluice {
+namespace {
+
+std::atomic<int64_t> g_live_bytes{0};
+
+}  // namespace
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kU8:
+    case DType::kBytes:
+      return 1;
+    case DType::kI16:
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+    case DType::kF32:
+      return 4;
+    case DType::kI64:
+    case DType::kF64:
+      return 8;
+  }
+  return 1;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kU8:
+      return "u8";
+    case DType::kI16:
+      return "i16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kF16:
+      return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kBytes:
+      return "bytes";
+  }
+  return "?";
+}
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  struct Alias {
+    std::string_view name;
+    DType dtype;
+  };
+  static constexpr Alias kAliases[] = {
+      {"u8", DType::kU8},       {"uint8", DType::kU8},     {"i16", DType::kI16},
+      {"int16", DType::kI16},   {"i32", DType::kI32},      {"int32", DType::kI32},
+      {"i64", DType::kI64},     {"int64", DType::kI64},    {"f16", DType::kF16},
+      {"float16", DType::kF16}, {"f32", DType::kF32},      {"float32", DType::kF32},
+      {"f64", DType::kF64},     {"float64", DType::kF64},  {"bytes", DType::kBytes},
+  };
+  for (const Alias& a : kAliases) {
+    if (a.name == name) return a.dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown dtype '", Av(name), "' (expected one of u8, i16, i32, i64, f16, f32, f64, bytes)"));
+}
+
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::shared_ptr<Buffer> Buffer::Allocate(size_t size) {
+  size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  g_live_bytes.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
+  return std::shared_ptr<Buffer>(new Buffer(static_cast<uint8_t*>(p), size, nullptr));
+}
+
+std::shared_ptr<Buffer> Buffer::Wrap(uint8_t* data, size_t size, std::function<void()> release) {
+  if (!release) release = [] {};
+  return std::shared_ptr<Buffer>(new Buffer(data, size, std::move(release)));
+}
+
+Buffer::~Buffer() {
+  if (release_) {
+    release_();
+  } else {
+    g_live_bytes.fetch_sub(static_cast<int64_t>(size_), std::memory_order_relaxed);
+    std::free(data_);
+  }
+}
+
+int64_t Buffer::LiveBytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+
+Tensor::Tensor() = default;
+
+Tensor Tensor::Empty(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.buffer_ = Buffer::Allocate(t.nbytes());
+  return t;
+}
+
+Tensor Tensor::Zeros(DType dtype, Shape shape) {
+  Tensor t = Empty(dtype, std::move(shape));
+  if (t.nbytes() > 0) std::memset(t.mutable_raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::FromBytes(std::string_view bytes) {
+  Tensor t = Empty(DType::kBytes, {static_cast<int64_t>(bytes.size())});
+  if (!bytes.empty()) std::memcpy(t.mutable_raw(), bytes.data(), bytes.size());
+  return t;
+}
+
+Tensor Tensor::Scalar(int64_t value) {
+  Tensor t = Empty(DType::kI64, {});
+  *t.mutable_data<int64_t>() = value;
+  return t;
+}
+
+StatusOr<Tensor> Tensor::View(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer,
+                              size_t offset) {
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError("negative dimension in " + ShapeToString(shape));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  size_t need = t.nbytes();
+  size_t have = buffer ? buffer->size() : 0;
+  if (offset > have || need > have - offset) {
+    return absl::OutOfRangeError(absl::StrCat("tensor view ", DTypeName(dtype),
+                                              ShapeToString(t.shape_), " at offset ", offset,
+                                              " does not fit in a buffer of ", have, " bytes"));
+  }
+  t.buffer_ = std::move(buffer);
+  t.offset_ = offset;
+  return t;
+}
+
+int64_t Tensor::scalar_int() const {
+  switch (dtype_) {
+    case DType::kU8:
+      return *data<uint8_t>();
+    case DType::kI16:
+      return *data<int16_t>();
+    case DType::kI32:
+      return *data<int32_t>();
+    case DType::kI64:
+      return *data<int64_t>();
+    default:
+      return 0;
+  }
+}
+
+Tensor Tensor::Slice(int64_t begin, int64_t end) const {
+  Tensor t = *this;
+  int64_t row = shape_.empty() ? 0 : NumElements(Shape(shape_.begin() + 1, shape_.end()));
+  t.shape_[0] = end - begin;
+  t.offset_ = offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_);
+  return t;
+}
+
+StatusOr<Tensor> Tensor::Reshape(Shape shape) const {
+  if (NumElements(shape) != num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", DebugString(), " to ",
+                                                   ShapeToString(shape)));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Empty(dtype_, shape_);
+  if (nbytes() > 0) std::memcpy(t.mutable_raw(), raw(), nbytes());
+  return t;
+}
+
+bool Tensor::Equals(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  if (nbytes() == 0) return true;
+  return std::memcmp(raw(), other.raw(), nbytes()) == 0;
+}
+
+std::string Tensor::DebugString() const {
+  return absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
+}
+
+}  // namespace sluice

@@ -1,0 +1,1 @@
+#include "sluice/ops/registry.h"

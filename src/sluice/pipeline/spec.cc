@@ -1,0 +1,1 @@
+#include "sluice/pipeline/spec.h"

@@ -1,0 +1,89 @@
+// PipelineSpec: the user-facing description of a pipeline (DESIGN.md section 4). YAML and
+// JSON are two spellings of one structure; the Python and C++ builders emit it; workers
+// receive it in canonical JSON. A plain value type.
+#ifndef SLUICE_PIPELINE_SPEC_H_
+#define SLUICE_PIPELINE_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/status.h"
+#include "sluice/ops/op.h"
+#include "sluice/ops/registry.h"
+
+namespace sluice::pipeline {
+
+enum class LabelMode { kNone, kParentDir };
+enum class OnError { kFail, kSkip };
+
+struct SourceSpec {
+  // Glob patterns ("**" crosses folders) or plain paths, in the order given. Relative paths
+  // are taken relative to the process's working directory.
+  std::vector<std::string> files;
+  // A file listing one path per line (relative entries are relative to the manifest's
+  // folder). Either `files` or `manifest` is set, not both.
+  std::string manifest;
+  LabelMode label = LabelMode::kNone;
+  bool shuffle = false;  // a fresh seeded permutation of sample order every epoch
+  uint64_t seed = 0;     // also seeds every random op (see core/rng.h)
+};
+
+struct OpSpec {
+  std::string name;
+  std::map<std::string, ops::ArgValue> args;  // as written; bound against the schema later
+};
+
+struct BatchSpec {
+  int64_t size = 0;  // 0: no batching
+  bool drop_remainder = false;
+  bool padded = false;  // `padded_batch:` pads ragged dims to the batch maximum
+  double padding_value = 0;
+  std::map<std::string, double> padding_values;  // per field, overrides padding_value
+};
+
+struct Options {
+  bool deterministic = false;  // fixed output order for a given seed
+  int threads = 0;             // 0: auto (the CPU budget)
+  OnError on_error = OnError::kFail;
+};
+
+struct PipelineSpec {
+  SourceSpec source;
+  std::vector<OpSpec> ops;
+  BatchSpec batch;
+  int64_t shuffle_buffer = 0;  // trainer-side shuffle buffer after the map (0: off)
+  int64_t prefetch = 4;        // batches prepared ahead
+  int64_t epochs = 1;          // -1: repeat forever
+  int64_t take = -1;           // -1: all; else at most this many samples per epoch
+  Options options;
+};
+
+// Parses YAML or JSON text. `filename` is used in messages only. Errors are
+// InvalidArgument and point into the file: "pipe.yaml:7:5: ops[2].random_resized_crop.size:
+// expected 2 ints, got 3". Checks structure and argument types against `registry`.
+StatusOr<PipelineSpec> ParseSpec(std::string_view text, std::string_view filename,
+                                 const ops::Registry& registry = ops::Registry::Builtin());
+// Reads and parses a file; NotFound if it cannot be read.
+StatusOr<PipelineSpec> LoadSpec(const std::string& path,
+                                const ops::Registry& registry = ops::Registry::Builtin());
+
+// Canonical JSON: keys sorted, defaults written out, no whitespace. Equal specs give equal
+// strings, and ParseSpec(ToCanonicalJson(s)) == s.
+std::string ToCanonicalJson(const PipelineSpec& spec);
+// YAML spelling of the same structure (for humans, `spec.to_yaml()`).
+std::string ToYaml(const PipelineSpec& spec);
+// 16 hex digits hashing the canonical form; stable across runs and machines.
+std::string Fingerprint(const PipelineSpec& spec);
+
+bool operator==(const OpSpec& a, const OpSpec& b);
+bool operator==(const SourceSpec& a, const SourceSpec& b);
+bool operator==(const BatchSpec& a, const BatchSpec& b);
+bool operator==(const Options& a, const Options& b);
+bool operator==(const PipelineSpec& a, const PipelineSpec& b);
+
+}  // namespace sluice::pipeline
+
+#endif  // SLUICE_PIPELINE_SPEC_H_
