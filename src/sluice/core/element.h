@@ -64,6 +64,16 @@ struct SampleId {
   auto operator<=>(const SampleId&) const = default;
 };
 
+struct ImageRegion {
+  int32_t full_height = 0;
+  int32_t full_width = 0;
+  int32_t x = 0;  // left column of the region, in full-resolution pixels
+  int32_t y = 0;  // top row
+  int32_t width = 0;
+  int32_t height = 0;
+  bool empty() const { return full_width == 0; }
+};
+
 struct Element {
   SampleId id;
   std::vector<Tensor> tensors;  // in Schema order
@@ -71,12 +81,12 @@ struct Element {
   std::vector<SampleId> members;
   // Where the sample came from (its file path), for error messages.
   std::string origin;
-  // The full-resolution height and width of the decoded image when a decoder chose a
-  // reduced (DCT-scaled) size; 0 when the image is at full resolution. Ops that draw
-  // geometry (random_resized_crop) draw it in full-resolution coordinates so that the
-  // result does not depend on the decode scale.
-  int32_t full_height = 0;
-  int32_t full_width = 0;
+  // Set by a decoder that decoded only part of the image, or at reduced size (DCT
+  // scaling): the region of the full-resolution image that the decoded pixels cover.
+  // Ops that draw geometry (random_resized_crop) draw it in full-resolution coordinates and
+  // map it through this region, so that what they produce does not depend on how the image
+  // was decoded. Empty (full_width == 0) when the image is whole and at full resolution.
+  ImageRegion decoded_region;
 
   // Total payload bytes of all tensors.
   size_t nbytes() const;

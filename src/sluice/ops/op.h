@@ -105,6 +105,15 @@ enum class Geometry {
   kScaleConsumer,    // resamples to a target size, so a smaller input is fine (resize, rrc)
 };
 
+// What a scale-consuming op needs from a decoder, in full-resolution pixels.
+struct DecodeRequest {
+  // The smallest acceptable scale factor in (0, 1]: the decoded region must keep at least
+  // this fraction of its full-resolution width and height.
+  double min_scale = 1.0;
+  // The region the op reads; width == 0 means the whole image.
+  int64_t x = 0, y = 0, width = 0, height = 0;
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -121,12 +130,12 @@ class Op {
 
   virtual Geometry geometry() const { return Geometry::kOther; }
 
-  // For kScaleConsumer ops: the smallest factor s in (0, 1] such that an image of full size
-  // (full_height, full_width), reduced to s times its size, still holds enough pixels for
-  // this op's output on `element`. Default 1 (no reduction).
-  virtual double MinScale(const Element& element, const OpContext& ctx, int64_t full_height,
-                          int64_t full_width) const {
-    return 1.0;
+  // For kScaleConsumer ops: what part of an image of full size (full_height, full_width)
+  // this op will read for `element`, and how small it may be decoded. Decoders use it to
+  // skip work (DCT scaling, skipping rows and columns). Default: all of it, full size.
+  virtual DecodeRequest NeededInput(const Element& element, const OpContext& ctx,
+                                    int64_t full_height, int64_t full_width) const {
+    return DecodeRequest{};
   }
 
   // For decoders: called once at build time with the first kScaleConsumer after this op
