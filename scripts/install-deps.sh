@@ -12,6 +12,9 @@ PACKAGES=(
   # image codecs and processing
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  # remote workers: gRPC, protobuf, wire compression
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler liblz4-dev libzstd-dev
+  libssl-dev openssl
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # python side: baselines (PyTorch DataLoader) and plots

@@ -1,0 +1,112 @@
+// RemoteStream: the trainer's side of one session with one worker (see docs/offload.md).
+//
+// Open() connects, authenticates and opens a session that runs ops [first_op, cut) of the
+// spec on the worker. The trainer then sends splits (source elements, or raw file bytes in
+// local_read mode) and reads events: chunks of processed elements, split completions,
+// in-band metrics, and at most one failure, after which the stream is dead (no more
+// events; the caller re-queues its open splits and may Open() a new stream later).
+//
+// Thread-safety: SendSplit() and Next() may be called from different threads; each from
+// one thread at a time. Cancel() from any thread makes a blocked Next() return kFailed
+// (Cancelled) promptly. The destructor cancels and joins.
+#ifndef SLUICE_RPC_REMOTE_STREAM_H_
+#define SLUICE_RPC_REMOTE_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/pipeline/spec.h"
+
+namespace sluice::rpc {
+
+enum class ReadMode {
+  kRemoteRead,  // the worker reads files itself (paths mapped under its --data-root)
+  kLocalRead,   // the trainer runs ops[0] (read_file) and streams the bytes with the split
+};
+enum class Compression { kNone, kLz4, kZstd };
+
+// The cut meaning "after batch": the worker runs every op and the batching too.
+inline constexpr int kCutAfterBatch = -1;
+
+struct ConnectOptions {
+  std::string address;          // host:port
+  std::string token;            // bearer token; empty: none
+  std::string tls_ca_file;      // PEM of the CA that signed the worker's cert; empty: no TLS
+  std::string tls_cert_file;    // client cert for mutual TLS (with tls_key_file)
+  std::string tls_key_file;
+  double connect_timeout_s = 5;
+  size_t max_message_bytes = 64 << 20;
+};
+
+struct SessionConfig {
+  pipeline::PipelineSpec spec;
+  int cut = 0;  // ops [first_op, cut) run remotely; kCutAfterBatch: all ops and the batch
+  ReadMode read_mode = ReadMode::kRemoteRead;
+  Compression compression = Compression::kNone;
+  size_t max_inflight_bytes = 64 << 20;  // flow-control window (credit)
+};
+
+struct WorkerInfo {
+  std::string address;
+  std::string version;
+  std::vector<std::string> ops;  // the worker's registry
+  double cpu_budget = 0;         // CPUs the worker may use
+  int threads = 0;               // threads its session runs
+};
+
+// Per-op counters of the worker's session since it opened (cumulative).
+struct WorkerOpMetrics {
+  std::string name;
+  int position = -1;  // index in the spec's `ops` (names may repeat)
+  int64_t samples = 0;
+  int64_t cpu_ns = 0;
+  int64_t bytes_out = 0;
+  int64_t errors = 0;
+};
+
+struct Split {
+  uint64_t split_id = 0;
+  // Source elements (fields `path`, [`label`]) for remote_read; elements after read_file
+  // (with `data`) for local_read. Their SampleIds identify the samples.
+  std::vector<Element> elements;
+};
+
+struct StreamEvent {
+  enum class Kind { kElements, kSplitDone, kMetrics, kFailed };
+  Kind kind = Kind::kFailed;
+  uint64_t split_id = 0;
+  std::vector<Element> elements;  // kElements: processed samples (or batches after batch)
+  // kSplitDone: samples of the split the worker dropped under on_error: skip, and why.
+  std::vector<std::pair<SampleId, std::string>> skipped;
+  std::vector<WorkerOpMetrics> metrics;  // kMetrics
+  Status status;                         // kFailed: names the worker and the cause
+  size_t wire_bytes = 0;                 // kElements: bytes received for them
+};
+
+class RemoteStream {
+ public:
+  // Errors (returned, never thrown) name the worker and the cause: unreachable, wrong or
+  // missing token, TLS failure, unknown op or bad spec on the worker, version mismatch,
+  // too many sessions.
+  static StatusOr<std::unique_ptr<RemoteStream>> Open(const ConnectOptions& connect,
+                                                      const SessionConfig& session);
+  virtual ~RemoteStream() = default;
+
+  virtual const WorkerInfo& info() const = 0;
+  // Queues a split for sending. Fails once the stream is dead.
+  virtual Status SendSplit(Split split) = 0;
+  // The next event; blocks. After a kFailed event, returns kFailed again.
+  virtual StreamEvent Next() = 0;
+  virtual void Cancel() = 0;
+  // Totals since Open (for profiling): payload bytes received, messages.
+  virtual int64_t bytes_received() const = 0;
+};
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_RPC_REMOTE_STREAM_H_
