@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 
@@ -11,6 +14,58 @@ namespace sluice {
 namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
+
+// Large buffers (a batch of images is tens of MB) are recycled instead of being returned to
+// the C library: glibc serves them with fresh mmaps, and faulting every page of every batch
+// in again costs more CPU than the batching itself. Blocks are kept per exact (rounded)
+// size, a few per size, with a cap on the total, so the cache stays small and bounded.
+class LargeBlockCache {
+ public:
+  static constexpr size_t kMinBytes = size_t{1} << 20;
+  static constexpr size_t kMaxTotalBytes = size_t{256} << 20;
+  static constexpr size_t kMaxPerSize = 8;
+
+  void* Take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(rounded);
+    if (it == blocks_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    total_ -= rounded;
+    return p;
+  }
+
+  // True if the cache kept `p`; otherwise the caller frees it.
+  bool Give(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<void*>& list = blocks_[rounded];
+    if (list.size() >= kMaxPerSize || total_ + rounded > kMaxTotalBytes) return false;
+    list.push_back(p);
+    total_ += rounded;
+    return true;
+  }
+
+  size_t total() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> blocks_;
+  size_t total_ = 0;
+};
+
+LargeBlockCache& BlockCache() {
+  static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed: used at exit
+  return *cache;
+}
+
+size_t RoundedSize(size_t size) {
+  size_t align = size >= LargeBlockCache::kMinBytes ? 4096 : Buffer::kAlignment;
+  size_t rounded = (size + align - 1) / align * align;
+  return rounded == 0 ? Buffer::kAlignment : rounded;
+}
 
 }  // namespace
 
@@ -84,9 +139,9 @@ int64_t NumElements(const Shape& shape) {
 }
 
 std::shared_ptr<Buffer> Buffer::Allocate(size_t size) {
-  size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  size_t rounded = RoundedSize(size);
+  void* p = rounded >= LargeBlockCache::kMinBytes ? BlockCache().Take(rounded) : nullptr;
+  if (p == nullptr) p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
   g_live_bytes.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
   return std::shared_ptr<Buffer>(new Buffer(static_cast<uint8_t*>(p), size, nullptr));
@@ -102,11 +157,16 @@ Buffer::~Buffer() {
     release_();
   } else {
     g_live_bytes.fetch_sub(static_cast<int64_t>(size_), std::memory_order_relaxed);
-    std::free(data_);
+    size_t rounded = RoundedSize(size_);
+    if (rounded < LargeBlockCache::kMinBytes || !BlockCache().Give(data_, rounded)) {
+      std::free(data_);
+    }
   }
 }
 
 int64_t Buffer::LiveBytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+
+int64_t Buffer::CachedBytes() { return static_cast<int64_t>(BlockCache().total()); }
 
 Tensor::Tensor() = default;
 

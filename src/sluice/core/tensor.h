@@ -53,6 +53,8 @@ class Buffer {
 
   // Bytes currently held by owned buffers in this process (for memory tests and reports).
   static int64_t LiveBytes();
+  // Bytes of freed large buffers kept for reuse (bounded; not counted in LiveBytes).
+  static int64_t CachedBytes();
 
  private:
   Buffer(uint8_t* data, size_t size, std::function<void()> release)

@@ -80,6 +80,24 @@ TEST(TensorTest, LiveBytesTracksOwnedBuffers) {
   EXPECT_EQ(Buffer::LiveBytes(), before);
 }
 
+TEST(TensorTest, LargeBuffersAreRecycledWithinABound) {
+  const size_t kBig = 8 << 20;
+  const uint8_t* first;
+  {
+    Tensor t = Tensor::Empty(DType::kU8, {static_cast<int64_t>(kBig)});
+    first = t.raw();
+  }
+  EXPECT_GE(Buffer::CachedBytes(), static_cast<int64_t>(kBig));
+  Tensor again = Tensor::Empty(DType::kU8, {static_cast<int64_t>(kBig)});
+  EXPECT_EQ(again.raw(), first);  // the same block came back: no fresh mapping
+  {
+    // Far more than the cache may hold: the excess goes back to the C library.
+    std::vector<Tensor> many;
+    for (int i = 0; i < 64; ++i) many.push_back(Tensor::Empty(DType::kU8, {int64_t{8} << 20}));
+  }
+  EXPECT_LE(Buffer::CachedBytes(), int64_t{256} << 20);
+}
+
 TEST(DTypeTest, ParseAndNameRoundTrip) {
   for (DType d : {DType::kU8, DType::kI16, DType::kI32, DType::kI64, DType::kF16, DType::kF32,
                   DType::kF64, DType::kBytes}) {

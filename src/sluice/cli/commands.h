@@ -1,0 +1,32 @@
+// The subcommands of the `sluice` binary. Each takes the words after the command name and
+// returns the process exit code (kExitOk, kExitRuntime, kExitUsage). They print results on
+// stdout and messages, progress and usage on stderr. Called from the main thread only.
+#ifndef SLUICE_CLI_COMMANDS_H_
+#define SLUICE_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "sluice/core/status.h"
+
+namespace sluice::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;  // the work itself failed (I/O, corrupt data, ...)
+inline constexpr int kExitUsage = 2;    // bad arguments, bad spec, nothing to read
+
+int GenDataCommand(const std::vector<std::string>& args);
+int RunCommand(const std::vector<std::string>& args);
+int OpsCommand(const std::vector<std::string>& args);
+
+// Prints "sluice <command>: <message>" on stderr and returns the exit code `status` maps
+// to: kExitUsage for caller mistakes (InvalidArgument, NotFound, FailedPrecondition,
+// OutOfRange, AlreadyExists), kExitRuntime for everything else.
+int ReportError(const std::string& command, const Status& status);
+
+// Prints a usage error, then the command's usage text, on stderr; returns kExitUsage.
+int UsageError(const std::string& command, const std::string& message, const std::string& usage);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_CLI_COMMANDS_H_
