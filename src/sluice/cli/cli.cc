@@ -25,6 +25,7 @@ constexpr const char* kUsage =
     "  gen-data  write a synthetic data set (photo-like JPEGs in class folders)\n"
     "  run       run a pipeline locally and print what each op costs\n"
     "  ops       list the operators and their arguments\n"
+    "  worker    serve offloaded pipeline work to trainers (until SIGINT/SIGTERM)\n"
     "  version   print the version\n"
     "  help      show this help, or `sluice help <command>` for one command\n"
     "\n"
@@ -65,6 +66,7 @@ int Dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "gen-data") return GenDataCommand(args);
   if (command == "run") return RunCommand(args);
   if (command == "ops") return OpsCommand(args);
+  if (command == "worker") return WorkerCommand(args);
   if (command == "version" || command == "--version") return VersionCommand(args);
   std::fprintf(stderr, "sluice: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return kExitUsage;

@@ -18,6 +18,7 @@ inline constexpr int kExitUsage = 2;    // bad arguments, bad spec, nothing to r
 int GenDataCommand(const std::vector<std::string>& args);
 int RunCommand(const std::vector<std::string>& args);
 int OpsCommand(const std::vector<std::string>& args);
+int WorkerCommand(const std::vector<std::string>& args);  // worker_command.cc
 
 // Prints "sluice <command>: <message>" on stderr and returns the exit code `status` maps
 // to: kExitUsage for caller mistakes (InvalidArgument, NotFound, FailedPrecondition,

@@ -34,10 +34,10 @@ enum class Compression { kNone, kLz4, kZstd };
 inline constexpr int kCutAfterBatch = -1;
 
 struct ConnectOptions {
-  std::string address;          // host:port
-  std::string token;            // bearer token; empty: none
-  std::string tls_ca_file;      // PEM of the CA that signed the worker's cert; empty: no TLS
-  std::string tls_cert_file;    // client cert for mutual TLS (with tls_key_file)
+  std::string address;        // host:port
+  std::string token;          // bearer token; empty: none
+  std::string tls_ca_file;    // PEM of the CA that signed the worker's cert; empty: no TLS
+  std::string tls_cert_file;  // client cert for mutual TLS (with tls_key_file)
   std::string tls_key_file;
   double connect_timeout_s = 5;
   size_t max_message_bytes = 64 << 20;

@@ -1,0 +1,84 @@
+// `sluice worker`: serves offloaded pipeline work to trainers until SIGINT or SIGTERM.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "sluice/cli/commands.h"
+#include "sluice/cli/flags.h"
+#include "sluice/rpc/grpc_worker_server.h"
+
+namespace sluice::cli {
+
+int WorkerCommand(const std::vector<std::string>& args) {
+  rpc::ServerOptions options;
+  std::string token_file;
+  int64_t threads = 0;
+  int64_t max_sessions = options.worker.max_sessions;
+  int64_t max_message_bytes = static_cast<int64_t>(options.worker.max_message_bytes);
+  int64_t max_session_bytes = static_cast<int64_t>(options.worker.max_session_bytes);
+  FlagParser flags("worker", "[flags]");
+  flags.AddString("listen", &options.listen, "HOST:PORT",
+                  "address to serve on (port 0: any free port)");
+  flags.AddString("data-root", &options.worker.data_root, "DIR",
+                  "read_file paths resolve under DIR; absolute paths must lie in it");
+  flags.AddInt("threads", &threads, "N", "worker threads (0: the CPU budget)", 0, 4096);
+  flags.AddString("token-file", &token_file, "FILE",
+                  "require 'authorization: Bearer <token>' with the token in FILE");
+  flags.AddString("tls-cert", &options.tls_cert_file, "FILE", "PEM certificate: serve TLS");
+  flags.AddString("tls-key", &options.tls_key_file, "FILE", "PEM private key of --tls-cert");
+  flags.AddString("tls-client-ca", &options.tls_client_ca_file, "FILE",
+                  "PEM CA: require client certificates it signed (mutual TLS)");
+  flags.AddInt("max-sessions", &max_sessions, "N", "concurrent trainer sessions", 1, 100000);
+  flags.AddInt("max-message-bytes", &max_message_bytes, "N", "largest message accepted", 4096,
+               int64_t{1} << 31);
+  flags.AddInt("max-session-bytes", &max_session_bytes, "N",
+               "per-session memory cap (flow-control window and queued input)", 1 << 16);
+  if (Status s = flags.Parse(args); !s.ok()) {
+    return UsageError("worker", std::string(s.message()), flags.Usage());
+  }
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) {
+    return UsageError("worker", "takes no positional arguments", flags.Usage());
+  }
+  options.worker.threads = static_cast<int>(threads);
+  options.worker.max_sessions = static_cast<int>(max_sessions);
+  options.worker.max_message_bytes = static_cast<size_t>(max_message_bytes);
+  options.worker.max_session_bytes = static_cast<size_t>(max_session_bytes);
+  if (!token_file.empty()) {
+    auto token = rpc::ReadTokenFile(token_file);
+    if (!token.ok()) return ReportError("worker", token.status());
+    options.token = *token;
+  }
+
+  // Block the signals before any thread starts, then wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = rpc::GrpcWorkerServer::Start(options);
+  if (!server.ok()) return ReportError("worker", server.status());
+  const rpc::WorkerInfo info = (*server)->service().Info();
+  std::printf("listening on %s (sluice %s, %d threads, %s%s)\n", (*server)->address().c_str(),
+              info.version.c_str(), info.threads,
+              options.tls_cert_file.empty() ? "plaintext" : "TLS",
+              options.token.empty() ? "" : ", token required");
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "sluice worker: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  (*server)->Shutdown(/*grace_s=*/2.0);
+  (*server)->Wait();
+  return kExitOk;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,302 @@
+#include "sluice/rpc/grpc_worker_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "sluice/rpc/worker.grpc.pb.h"
+
+namespace sluice::rpc {
+namespace {
+
+grpc::Status ToGrpc(const Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+Compression FromProto(proto::Codec c) {
+  switch (c) {
+    case proto::LZ4:
+      return Compression::kLz4;
+    case proto::ZSTD:
+      return Compression::kZstd;
+    default:
+      return Compression::kNone;
+  }
+}
+
+void ToProto(WorkerOutput& out, proto::WorkerMessage* msg) {
+  switch (out.kind) {
+    case WorkerOutput::Kind::kChunk: {
+      proto::Chunk* c = msg->mutable_chunk();
+      c->set_split_id(out.split_id);
+      c->set_header(std::move(out.chunk.header));
+      c->set_payload(std::move(out.chunk.payload));
+      break;
+    }
+    case WorkerOutput::Kind::kSplitDone: {
+      proto::SplitDone* d = msg->mutable_split_done();
+      d->set_split_id(out.split_id);
+      d->set_delivered(out.delivered);
+      for (auto& [id, reason] : out.skipped) {
+        proto::SkippedSample* s = d->add_skipped();
+        s->set_epoch(id.epoch);
+        s->set_index(id.index);
+        s->set_reason(reason);
+      }
+      break;
+    }
+    case WorkerOutput::Kind::kMetrics: {
+      proto::Metrics* m = msg->mutable_metrics();
+      for (const WorkerOpMetrics& op : out.metrics) {
+        proto::OpMetrics* o = m->add_ops();
+        o->set_name(op.name);
+        o->set_position(op.position);
+        o->set_samples(op.samples);
+        o->set_cpu_ns(op.cpu_ns);
+        o->set_bytes_out(op.bytes_out);
+        o->set_errors(op.errors);
+      }
+      break;
+    }
+    case WorkerOutput::Kind::kError: {
+      proto::Error* e = msg->mutable_error();
+      e->set_code(static_cast<int>(out.error.code()));
+      e->set_message(std::string(out.error.message()));
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  SLUICE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  std::string line = text.substr(0, text.find('\n'));
+  std::string token(absl::StripAsciiWhitespace(line));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  }
+  return token;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  }
+  return diff == 0;
+}
+
+class GrpcWorkerServer::Impl final : public proto::Worker::Service {
+ public:
+  Impl(WorkerService* service, std::string token) : service_(service), token_(std::move(token)) {}
+
+  grpc::Status GetInfo(grpc::ServerContext* ctx, const proto::GetInfoRequest*,
+                       proto::GetInfoResponse* response) override {
+    if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+    WorkerInfo info = service_->Info();
+    response->set_version(info.version);
+    for (const std::string& op : info.ops) response->add_ops(op);
+    response->set_cpu_budget(info.cpu_budget);
+    response->set_threads(info.threads);
+    response->set_max_message_bytes(service_->options().max_message_bytes);
+    response->set_max_sessions(service_->options().max_sessions);
+    response->set_open_sessions(service_->open_sessions());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Process(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<proto::WorkerMessage, proto::ClientMessage>* stream) override {
+    if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+    proto::ClientMessage first;
+    if (!stream->Read(&first)) return grpc::Status::OK;  // closed before opening
+    if (!first.has_open()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the first message of a session must be Open");
+    }
+    const proto::Open& o = first.open();
+    OpenRequest request;
+    request.spec_json = o.spec_json();
+    request.cut = o.cut();
+    request.read_mode =
+        o.read_mode() == proto::LOCAL_READ ? ReadMode::kLocalRead : ReadMode::kRemoteRead;
+    request.compression = FromProto(o.compression());
+    request.max_inflight_bytes = o.max_inflight_bytes();
+    request.client_version = o.client_version();
+    request.max_message_bytes = o.max_message_bytes();
+    auto opened = service_->OpenSession(request);
+    if (!opened.ok()) return ToGrpc(opened.status());
+    std::shared_ptr<WorkerSession> session = *std::move(opened);
+
+    proto::WorkerMessage reply;
+    proto::Opened* op = reply.mutable_opened();
+    op->set_worker_version(session->info().worker_version);
+    op->set_cpu_budget(session->info().cpu_budget);
+    op->set_threads(session->info().threads);
+    op->set_max_inflight_bytes(session->info().max_inflight_bytes);
+    if (!stream->Write(reply)) {
+      session->Cancel();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
+    }
+
+    std::mutex mu;
+    std::condition_variable cv;
+    bool reader_done = false;
+    std::thread reader([&] {
+      proto::ClientMessage msg;
+      while (stream->Read(&msg)) {
+        if (msg.has_split()) {
+          proto::Split* split = msg.mutable_split();
+          Status s = session->AddEncodedSplit(split->split_id(), split->header(),
+                                              std::move(*split->mutable_payload()));
+          if (!s.ok()) session->Fail(s);
+        } else if (msg.has_credit()) {
+          session->AddCredit(msg.credit().bytes());
+        } else {
+          session->Fail(absl::InvalidArgumentError("unexpected message after Open"));
+        }
+      }
+      session->CloseInput();
+      std::lock_guard<std::mutex> lock(mu);
+      reader_done = true;
+      cv.notify_all();
+    });
+
+    grpc::Status result = grpc::Status::OK;
+    bool error_sent = false;
+    while (true) {
+      WorkerOutput out;
+      WorkerSession::Next next = session->NextOutput(&out, 200);
+      if (next == WorkerSession::Next::kEnd) break;
+      if (next == WorkerSession::Next::kTimeout) {
+        if (ctx->IsCancelled()) break;
+        continue;
+      }
+      const bool is_error = out.kind == WorkerOutput::Kind::kError;
+      if (is_error) result = ToGrpc(out.error);
+      proto::WorkerMessage msg;
+      ToProto(out, &msg);
+      if (!stream->Write(msg)) {
+        result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
+        break;
+      }
+      if (is_error) {
+        error_sent = true;
+        break;
+      }
+    }
+    session->Cancel();
+    {
+      // After an Error, the trainer closes its side; give it a moment before cutting the
+      // stream so the Error is delivered rather than raced by the cancellation.
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(error_sent ? 5 : 0), [&] { return reader_done; });
+      if (!reader_done) ctx->TryCancel();
+    }
+    reader.join();
+    return result;
+  }
+
+ private:
+  grpc::Status CheckToken(grpc::ServerContext* ctx) const {
+    if (token_.empty()) return grpc::Status::OK;
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "missing bearer token: this worker requires 'authorization: Bearer "
+                          "<token>' (the trainer's --token-file)");
+    }
+    const std::string_view got(it->second.data(), it->second.size());
+    const std::string expected = "Bearer " + token_;
+    if (!ConstantTimeEquals(got, expected)) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token");
+    }
+    return grpc::Status::OK;
+  }
+
+  WorkerService* service_;
+  const std::string token_;
+};
+
+StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOptions options) {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  const bool tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  if (tls) {
+    if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    SLUICE_ASSIGN_OR_RETURN(pair.cert_chain, ReadTextFile(options.tls_cert_file));
+    SLUICE_ASSIGN_OR_RETURN(pair.private_key, ReadTextFile(options.tls_key_file));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    if (!options.tls_client_ca_file.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(options.tls_client_ca_file));
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    creds = grpc::InsecureServerCredentials();
+  }
+
+  std::unique_ptr<GrpcWorkerServer> server(new GrpcWorkerServer());
+  server->service_ = std::make_unique<WorkerService>(options.worker);
+  server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token);
+  const int max_message = static_cast<int>(
+      std::min<size_t>(options.worker.max_message_bytes, std::numeric_limits<int>::max()));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, creds, &server->port_);
+  builder.RegisterService(server->impl_.get());
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use, or not a local address?)"));
+  }
+  const size_t colon = options.listen.rfind(':');
+  server->address_ = absl::StrCat(options.listen.substr(0, colon == std::string::npos ? 0 : colon),
+                                  ":", server->port_);
+  return server;
+}
+
+GrpcWorkerServer::~GrpcWorkerServer() { Shutdown(0); }
+
+void GrpcWorkerServer::Shutdown(double grace_s) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (service_) service_->Shutdown();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
+  }
+}
+
+void GrpcWorkerServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+}  // namespace sluice::rpc

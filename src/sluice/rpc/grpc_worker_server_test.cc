@@ -1,0 +1,386 @@
+// Sessions over real gRPC on loopback: results, security, limits and flow control.
+#include "sluice/rpc/grpc_worker_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/rpc/remote_stream.h"
+#include "sluice/rpc/rpc_test_util.h"
+#include "sluice/rpc/worker.grpc.pb.h"
+
+namespace sluice::rpc {
+namespace {
+
+using test::TempDir;
+using ::testing::HasSubstr;
+
+std::unique_ptr<GrpcWorkerServer> StartServer(ServerOptions options) {
+  options.listen = "127.0.0.1:0";
+  auto server = GrpcWorkerServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+struct Collected {
+  std::vector<Element> elements;
+  int splits_done = 0;
+  int metrics = 0;
+  Status failure;
+};
+
+// Reads events until `splits` splits are done or the stream fails.
+Collected Collect(RemoteStream& stream, int splits) {
+  Collected c;
+  while (c.splits_done < splits) {
+    StreamEvent e = stream.Next();
+    if (e.kind == StreamEvent::Kind::kFailed) {
+      c.failure = e.status;
+      break;
+    }
+    if (e.kind == StreamEvent::Kind::kElements) {
+      for (Element& el : e.elements) c.elements.push_back(std::move(el));
+    } else if (e.kind == StreamEvent::Kind::kSplitDone) {
+      ++c.splits_done;
+    } else {
+      ++c.metrics;
+    }
+  }
+  return c;
+}
+
+class GrpcWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::WriteJpegs(dir_, 16);
+    spec_ = test::ImageSpec(dir_.path() + "/data/**/*.jpg");
+  }
+
+  SessionConfig Session(int cut, ReadMode mode = ReadMode::kRemoteRead) const {
+    SessionConfig s;
+    s.spec = spec_;
+    s.cut = cut;
+    s.read_mode = mode;
+    return s;
+  }
+
+  ConnectOptions Connect(const GrpcWorkerServer& server) const {
+    ConnectOptions c;
+    c.address = server.address();
+    return c;
+  }
+
+  // Sends the epoch in splits of 8; returns the number of splits.
+  int SendEpoch(RemoteStream& stream, ReadMode mode) {
+    std::vector<Element> source = test::SourceElements(spec_, 0);
+    if (mode == ReadMode::kLocalRead) source = test::RunLocally(spec_, std::move(source), 0, 1);
+    int n = 0;
+    for (size_t i = 0; i < source.size(); i += 8, ++n) {
+      Split split;
+      split.split_id = n;
+      split.elements.assign(source.begin() + i, source.begin() + std::min(source.size(), i + 8));
+      EXPECT_TRUE(stream.SendSplit(std::move(split)).ok());
+    }
+    return n;
+  }
+
+  // Writes a CA and server and client certificates signed by it into dir_/tls.
+  void MakeCertificates(const std::string& sub) {
+    const std::string d = dir_.path() + "/" + sub;
+    const std::string script = absl::StrCat(
+        "set -e; mkdir -p ", d, "; cd ", d,
+        "; K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'",
+        "; openssl req -x509 $K -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
+        "; for n in server client; do openssl req $K -keyout $n.key -out $n.csr -subj /CN=$n",
+        "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > $n.ext",
+        "; openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem",
+        " -days 1 -extfile $n.ext; done) >/dev/null 2>&1");
+    ASSERT_EQ(std::system(("(" + script).c_str()), 0) << "openssl failed";
+  }
+
+  TempDir dir_;
+  pipeline::PipelineSpec spec_;
+};
+
+struct Case {
+  int cut;
+  ReadMode mode;
+  Compression compression;
+};
+
+class GrpcCutTest : public GrpcWorkerTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(GrpcCutTest, BitIdenticalToALocalRun) {
+  ServerOptions options;
+  options.worker.threads = 2;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  SessionConfig session = Session(GetParam().cut, GetParam().mode);
+  session.compression = GetParam().compression;
+  auto stream = RemoteStream::Open(Connect(*server), session);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ((*stream)->info().version, SluiceVersion());
+  EXPECT_EQ((*stream)->info().threads, 2);
+  EXPECT_THAT((*stream)->info().ops, ::testing::Contains("decode_jpeg"));
+  const int splits = SendEpoch(**stream, GetParam().mode);
+  Collected c = Collect(**stream, splits);
+  ASSERT_TRUE(c.failure.ok()) << c.failure;
+  test::ExpectSameById(test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, GetParam().cut),
+                       c.elements);
+  EXPECT_GT((*stream)->bytes_received(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cuts, GrpcCutTest,
+    ::testing::Values(Case{2, ReadMode::kRemoteRead, Compression::kNone},
+                      Case{5, ReadMode::kRemoteRead, Compression::kLz4},
+                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Compression::kZstd},
+                      Case{3, ReadMode::kLocalRead, Compression::kNone},
+                      Case{kCutAfterBatch, ReadMode::kLocalRead, Compression::kLz4}));
+
+TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
+  ServerOptions options;
+  options.token = "s3cret-token";
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ConnectOptions connect = Connect(*server);
+  auto missing = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("missing bearer token"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(server->address()));
+  connect.token = "guess";
+  auto wrong = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("wrong bearer token"));
+  connect.token = "s3cret-token";
+  auto right = RemoteStream::Open(connect, Session(2));
+  ASSERT_TRUE(right.ok()) << right.status();
+  Collected c = Collect(**right, SendEpoch(**right, ReadMode::kRemoteRead));
+  EXPECT_TRUE(c.failure.ok()) << c.failure;
+  EXPECT_EQ(c.elements.size(), 16u);
+}
+
+TEST_F(GrpcWorkerTest, ServesTlsAndRejectsAClientWithoutTheCa) {
+  MakeCertificates("tls");
+  MakeCertificates("other");
+  const std::string d = dir_.path() + "/tls/";
+  ServerOptions options;
+  options.tls_cert_file = d + "server.pem";
+  options.tls_key_file = d + "server.key";
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ConnectOptions connect = Connect(*server);
+  connect.connect_timeout_s = 2;
+  connect.tls_ca_file = d + "ca.pem";
+  auto good = RemoteStream::Open(connect, Session(2));
+  ASSERT_TRUE(good.ok()) << good.status();
+  Collected c = Collect(**good, SendEpoch(**good, ReadMode::kRemoteRead));
+  EXPECT_TRUE(c.failure.ok()) << c.failure;
+
+  connect.tls_ca_file = dir_.path() + "/other/ca.pem";  // trusts another CA
+  auto other = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("TLS handshake failed"));
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr(server->address()));
+
+  connect.tls_ca_file.clear();  // plaintext against a TLS server
+  auto plain = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(plain.ok());
+  EXPECT_THAT(std::string(plain.status().message()), HasSubstr(server->address()));
+}
+
+TEST_F(GrpcWorkerTest, MutualTlsRequiresAClientCertificate) {
+  MakeCertificates("tls");
+  const std::string d = dir_.path() + "/tls/";
+  ServerOptions options;
+  options.tls_cert_file = d + "server.pem";
+  options.tls_key_file = d + "server.key";
+  options.tls_client_ca_file = d + "ca.pem";
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ConnectOptions connect = Connect(*server);
+  connect.connect_timeout_s = 2;
+  connect.tls_ca_file = d + "ca.pem";
+  auto anonymous = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr(server->address()));
+  connect.tls_cert_file = d + "client.pem";
+  connect.tls_key_file = d + "client.key";
+  auto good = RemoteStream::Open(connect, Session(2));
+  ASSERT_TRUE(good.ok()) << good.status();
+  Collected c = Collect(**good, SendEpoch(**good, ReadMode::kRemoteRead));
+  EXPECT_TRUE(c.failure.ok()) << c.failure;
+}
+
+TEST_F(GrpcWorkerTest, ReportsAnUnreachableWorker) {
+  std::string address;
+  {
+    auto server = StartServer(ServerOptions{});
+    ASSERT_NE(server, nullptr);
+    address = server->address();
+  }
+  ConnectOptions connect;
+  connect.address = address;
+  connect.connect_timeout_s = 1;
+  auto stream = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(stream.status().message()),
+              HasSubstr(absl::StrCat("worker ", address, " unreachable: ")));
+}
+
+TEST_F(GrpcWorkerTest, ReportsUnknownOpsVersionMismatchAndCapacity) {
+  ServerOptions options;
+  options.worker.max_sessions = 1;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  SessionConfig bad = Session(2);
+  bad.spec.ops.insert(bad.spec.ops.begin() + 1, pipeline::OpSpec{"warp_drive", {}});
+  auto unknown = RemoteStream::Open(Connect(*server), bad);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("warp_drive"));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr(server->address()));
+
+  auto first = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("worker at capacity: 1 sessions"));
+
+  ServerOptions old;
+  old.worker.version = "0.0.1";
+  auto old_server = StartServer(old);
+  ASSERT_NE(old_server, nullptr);
+  auto mismatch = RemoteStream::Open(Connect(*old_server), Session(2));
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_THAT(std::string(mismatch.status().message()), HasSubstr("0.0.1"));
+  EXPECT_THAT(std::string(mismatch.status().message()), HasSubstr(SluiceVersion()));
+}
+
+TEST_F(GrpcWorkerTest, RefusesOversizedMessages) {
+  ServerOptions options;
+  options.worker.max_message_bytes = 64 << 10;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stream = RemoteStream::Open(Connect(*server), Session(1, ReadMode::kLocalRead));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Split split;
+  split.split_id = 3;
+  Element e = test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, 1)[0];
+  e.tensors[2] = Tensor::Zeros(DType::kBytes, {100000});
+  split.elements = {e};
+  Status s = (*stream)->SendSplit(split);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("over worker"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("message limit of 65536"));
+
+  // A client that ignores the limit is cut off by the server.
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::Worker::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto raw = stub->Process(&ctx);
+  proto::ClientMessage open;
+  open.mutable_open()->set_spec_json(pipeline::ToCanonicalJson(spec_));
+  open.mutable_open()->set_cut(2);
+  open.mutable_open()->set_client_version(SluiceVersion());
+  ASSERT_TRUE(raw->Write(open));
+  proto::WorkerMessage reply;
+  ASSERT_TRUE(raw->Read(&reply));
+  proto::ClientMessage big;
+  big.mutable_split()->set_payload(std::string(200000, 'x'));
+  raw->Write(big);
+  while (raw->Read(&reply)) {
+  }
+  grpc::Status status = raw->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+}
+
+TEST_F(GrpcWorkerTest, AStalledClientDoesNotGrowTheWorkersBuffer) {
+  ServerOptions options;
+  options.worker.threads = 2;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  SessionConfig session = Session(1, ReadMode::kLocalRead);
+  const size_t window = 64 << 10;
+  session.max_inflight_bytes = window;
+  auto stream = RemoteStream::Open(Connect(*server), session);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Split split;
+  const Element model = test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, 1)[0];
+  for (int i = 0; i < 100; ++i) {
+    Element e = model;
+    e.id.index = i;
+    e.tensors[2] = Tensor::Zeros(DType::kBytes, {8192});
+    split.elements.push_back(std::move(e));
+  }
+  ASSERT_TRUE((*stream)->SendSplit(split).ok());
+  // Never call Next(): wait until the worker stops producing.
+  auto sessions = server->service().Sessions();
+  for (int i = 0; i < 200 && sessions.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    sessions = server->service().Sessions();
+  }
+  ASSERT_EQ(sessions.size(), 1u);
+  size_t last = 0;
+  for (int stable = 0, i = 0; stable < 5 && i < 300; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const size_t now = sessions[0]->buffered_bytes();
+    stable = now == last && now > 0 ? stable + 1 : 0;
+    last = now;
+  }
+  EXPECT_LE(sessions[0]->peak_buffered_bytes(), window);
+  // Reading resumes the flow and everything arrives.
+  Collected c = Collect(**stream, 1);
+  ASSERT_TRUE(c.failure.ok()) << c.failure;
+  EXPECT_EQ(c.elements.size(), 100u);
+  EXPECT_LE(sessions[0]->peak_buffered_bytes(), window);
+}
+
+TEST_F(GrpcWorkerTest, CancelEndsABlockedNextAndShutdownEndsStreams) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  auto stream = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_TRUE(stream.ok());
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (*stream)->Cancel();
+  });
+  StreamEvent e;
+  do {
+    e = (*stream)->Next();
+  } while (e.kind == StreamEvent::Kind::kMetrics);
+  canceller.join();
+  EXPECT_EQ(e.kind, StreamEvent::Kind::kFailed);
+  EXPECT_EQ(e.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*stream)->SendSplit(Split{}).ok());
+
+  auto other = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_TRUE(other.ok());
+  server->Shutdown(1);
+  do {
+    e = (*other)->Next();
+  } while (e.kind == StreamEvent::Kind::kMetrics);
+  EXPECT_EQ(e.kind, StreamEvent::Kind::kFailed);
+  EXPECT_THAT(std::string(e.status.message()), HasSubstr(server->address()));
+}
+
+TEST(TokenTest, ConstantTimeEqualsAndTokenFiles) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+  TempDir dir;
+  EXPECT_EQ(*ReadTokenFile(dir.Write("t", "  tok3n \nignored\n")), "tok3n");
+  EXPECT_EQ(ReadTokenFile(dir.Write("e", "\n")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadTokenFile(dir.path() + "/missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sluice::rpc

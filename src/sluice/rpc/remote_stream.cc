@@ -1,0 +1,366 @@
+#include "sluice/rpc/remote_stream.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/wire.h"
+#include "sluice/rpc/worker.grpc.pb.h"
+#include "sluice/rpc/worker_service.h"
+
+namespace sluice::rpc {
+namespace {
+
+constexpr size_t kMessageOverhead = 4096;
+
+std::chrono::system_clock::time_point DeadlineIn(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+bool LooksLikeTls(const std::string& message) {
+  const std::string m = absl::AsciiStrToLower(message);
+  return absl::StrContains(m, "ssl") || absl::StrContains(m, "handshake") ||
+         absl::StrContains(m, "certificate") || absl::StrContains(m, "tls");
+}
+
+// A gRPC failure as a Status that names the worker and the cause.
+Status WorkerError(const std::string& address, const grpc::Status& s) {
+  const std::string& msg = s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::UnauthenticatedError(
+          absl::StrCat("worker ", address, " refused the credentials: ", msg));
+    case grpc::StatusCode::UNAVAILABLE:
+      if (LooksLikeTls(msg)) {
+        return absl::UnavailableError(
+            absl::StrCat("worker ", address, ": TLS handshake failed: ", msg));
+      }
+      return absl::UnavailableError(absl::StrCat("worker ", address, " unreachable: ", msg));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(
+          absl::StrCat("worker ", address, " did not answer in time: ", msg));
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return absl::ResourceExhaustedError(absl::StrCat("worker ", address, ": ", msg));
+    default:
+      return Status(static_cast<absl::StatusCode>(s.error_code()),
+                    absl::StrCat("worker ", address, ": ", msg));
+  }
+}
+
+proto::Codec ToProto(Compression c) {
+  switch (c) {
+    case Compression::kLz4:
+      return proto::LZ4;
+    case Compression::kZstd:
+      return proto::ZSTD;
+    default:
+      return proto::NONE;
+  }
+}
+
+class GrpcRemoteStream final : public RemoteStream {
+ public:
+  GrpcRemoteStream(WorkerInfo info, std::shared_ptr<grpc::Channel> channel, size_t max_send)
+      : info_(std::move(info)),
+        channel_(std::move(channel)),
+        stub_(proto::Worker::NewStub(channel_)),
+        max_send_(max_send) {}
+
+  ~GrpcRemoteStream() override {
+    Cancel();
+    if (reader_.joinable()) reader_.join();
+  }
+
+  Status Start(const ConnectOptions& connect, const SessionConfig& session) {
+    if (!connect.token.empty()) ctx_.AddMetadata("authorization", "Bearer " + connect.token);
+    stream_ = stub_->Process(&ctx_);
+    proto::ClientMessage open_msg;
+    proto::Open* open = open_msg.mutable_open();
+    open->set_spec_json(pipeline::ToCanonicalJson(session.spec));
+    open->set_cut(session.cut);
+    open->set_read_mode(session.read_mode == ReadMode::kLocalRead ? proto::LOCAL_READ
+                                                                  : proto::REMOTE_READ);
+    open->set_compression(ToProto(session.compression));
+    open->set_max_inflight_bytes(session.max_inflight_bytes);
+    open->set_client_version(SluiceVersion());
+    open->set_max_message_bytes(connect.max_message_bytes);
+    proto::WorkerMessage reply;
+    if (!stream_->Write(open_msg) || !stream_->Read(&reply)) {
+      return WorkerError(info_.address, stream_->Finish());
+    }
+    if (reply.has_error()) {
+      ctx_.TryCancel();
+      Status s(static_cast<absl::StatusCode>(reply.error().code()),
+               absl::StrCat("worker ", info_.address, ": ", reply.error().message()));
+      stream_->Finish();
+      return s;
+    }
+    if (!reply.has_opened()) {
+      ctx_.TryCancel();
+      stream_->Finish();
+      return absl::InternalError(
+          absl::StrCat("worker ", info_.address, " answered Open with an unexpected message"));
+    }
+    info_.threads = reply.opened().threads();
+    info_.cpu_budget = reply.opened().cpu_budget();
+    reader_ = std::thread([this] { ReadLoop(); });
+    return absl::OkStatus();
+  }
+
+  const WorkerInfo& info() const override { return info_; }
+
+  Status SendSplit(Split split) override {
+    auto encoded = EncodeElements(split.elements, Codec::kNone);
+    if (!encoded.ok()) return encoded.status();
+    if (max_send_ > 0 && encoded->wire_bytes() + kMessageOverhead > max_send_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "split ", split.split_id, " is ", encoded->wire_bytes(), " bytes, over worker ",
+          info_.address, "'s message limit of ", max_send_, " bytes (--max-message-bytes)"));
+    }
+    proto::ClientMessage msg;
+    proto::Split* s = msg.mutable_split();
+    s->set_split_id(split.split_id);
+    s->set_header(std::move(encoded->header));
+    s->set_payload(std::move(encoded->payload));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("stream to worker ", info_.address, " is closed: ", failure_.message()));
+    }
+    outgoing_.push_back(std::move(msg));
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
+  StreamEvent Next() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !events_.empty() || failed_; });
+    if (events_.empty()) {
+      StreamEvent e;
+      e.kind = StreamEvent::Kind::kFailed;
+      e.status = failure_;
+      return e;
+    }
+    StreamEvent e = std::move(events_.front());
+    events_.pop_front();
+    if (e.kind == StreamEvent::Kind::kElements && !failed_) {
+      credit_ += e.wire_bytes;
+      cv_.notify_all();
+    }
+    return e;
+  }
+
+  void Cancel() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failed_) {
+        SetFailedLocked(
+            absl::CancelledError(absl::StrCat("stream to worker ", info_.address, " cancelled")));
+      }
+    }
+    ctx_.TryCancel();
+  }
+
+  int64_t bytes_received() const override { return bytes_received_.load(); }
+
+ private:
+  void SetFailedLocked(Status s) {
+    failed_ = true;
+    failure_ = std::move(s);
+    events_.clear();
+    cv_.notify_all();
+  }
+
+  void Fail(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_) SetFailedLocked(std::move(s));
+  }
+
+  void Push(StreamEvent e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) return;
+    events_.push_back(std::move(e));
+    cv_.notify_all();
+  }
+
+  void WriteLoop() {
+    while (true) {
+      proto::ClientMessage msg;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock,
+                 [&] { return failed_ || reader_ended_ || credit_ > 0 || !outgoing_.empty(); });
+        if (failed_ || reader_ended_) return;
+        if (credit_ > 0) {
+          msg.mutable_credit()->set_bytes(credit_);
+          credit_ = 0;
+        } else {
+          msg = std::move(outgoing_.front());
+          outgoing_.pop_front();
+        }
+      }
+      if (!stream_->Write(msg)) return;  // the reader sees why
+    }
+  }
+
+  void ReadLoop() {
+    std::thread writer([this] { WriteLoop(); });
+    proto::WorkerMessage msg;
+    while (stream_->Read(&msg)) {
+      if (msg.has_chunk()) {
+        proto::Chunk* c = msg.mutable_chunk();
+        StreamEvent e;
+        e.kind = StreamEvent::Kind::kElements;
+        e.split_id = c->split_id();
+        e.wire_bytes = c->header().size() + c->payload().size();
+        bytes_received_.fetch_add(static_cast<int64_t>(e.wire_bytes));
+        auto decoded = DecodeElements(c->header(), std::move(*c->mutable_payload()));
+        if (!decoded.ok()) {
+          Fail(absl::DataLossError(absl::StrCat(
+              "worker ", info_.address, " sent a bad chunk: ", decoded.status().message())));
+          ctx_.TryCancel();
+          break;
+        }
+        e.elements = *std::move(decoded);
+        Push(std::move(e));
+      } else if (msg.has_split_done()) {
+        const proto::SplitDone& d = msg.split_done();
+        StreamEvent e;
+        e.kind = StreamEvent::Kind::kSplitDone;
+        e.split_id = d.split_id();
+        for (const proto::SkippedSample& s : d.skipped()) {
+          e.skipped.emplace_back(SampleId{s.epoch(), s.index()}, s.reason());
+        }
+        Push(std::move(e));
+      } else if (msg.has_metrics()) {
+        StreamEvent e;
+        e.kind = StreamEvent::Kind::kMetrics;
+        for (const proto::OpMetrics& o : msg.metrics().ops()) {
+          WorkerOpMetrics m;
+          m.name = o.name();
+          m.position = o.position();
+          m.samples = o.samples();
+          m.cpu_ns = o.cpu_ns();
+          m.bytes_out = o.bytes_out();
+          m.errors = o.errors();
+          e.metrics.push_back(std::move(m));
+        }
+        Push(std::move(e));
+      } else if (msg.has_error()) {
+        Fail(Status(static_cast<absl::StatusCode>(msg.error().code()),
+                    absl::StrCat("worker ", info_.address, ": ", msg.error().message())));
+        ctx_.TryCancel();
+        break;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reader_ended_ = true;
+      cv_.notify_all();
+    }
+    writer.join();
+    grpc::Status status = stream_->Finish();
+    if (status.ok()) {
+      Fail(absl::UnavailableError(absl::StrCat("worker ", info_.address, " ended the stream")));
+    } else {
+      Fail(WorkerError(info_.address, status));
+    }
+  }
+
+  WorkerInfo info_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+  const size_t max_send_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, proto::WorkerMessage>> stream_;
+  std::thread reader_;
+  std::atomic<int64_t> bytes_received_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  std::deque<proto::ClientMessage> outgoing_;
+  uint64_t credit_ = 0;
+  bool failed_ = false;
+  bool reader_ended_ = false;
+  Status failure_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions& connect,
+                                                           const SessionConfig& session) {
+  const std::string& address = connect.address;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (!connect.tls_ca_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    SLUICE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(connect.tls_ca_file));
+    if (!connect.tls_cert_file.empty() || !connect.tls_key_file.empty()) {
+      if (connect.tls_cert_file.empty() || connect.tls_key_file.empty()) {
+        return absl::InvalidArgumentError("a client certificate needs both cert and key files");
+      }
+      SLUICE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadTextFile(connect.tls_cert_file));
+      SLUICE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadTextFile(connect.tls_key_file));
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  const int max_message = static_cast<int>(
+      std::min<size_t>(connect.max_message_bytes, std::numeric_limits<int>::max()));
+  args.SetMaxReceiveMessageSize(max_message);
+  args.SetMaxSendMessageSize(-1);  // the worker's limit is checked in SendSplit
+  // A fresh connection per stream: a worker that restarts is reached anew.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, creds, args);
+
+  if (!channel->WaitForConnected(DeadlineIn(connect.connect_timeout_s))) {
+    // Ask once without waiting, to learn why (refused, TLS failure, ...).
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(2));
+    proto::GetInfoRequest req;
+    proto::GetInfoResponse resp;
+    grpc::Status s = proto::Worker::NewStub(channel)->GetInfo(&ctx, req, &resp);
+    if (s.ok() || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::UnavailableError(absl::StrCat("worker ", address,
+                                                 " unreachable: no connection within ",
+                                                 connect.connect_timeout_s, " s"));
+    }
+    return WorkerError(address, s);
+  }
+
+  WorkerInfo info;
+  info.address = address;
+  size_t max_send = 0;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
+    if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
+    proto::GetInfoRequest req;
+    req.set_client_version(SluiceVersion());
+    proto::GetInfoResponse resp;
+    grpc::Status s = proto::Worker::NewStub(channel)->GetInfo(&ctx, req, &resp);
+    if (!s.ok()) return WorkerError(address, s);
+    info.version = resp.version();
+    info.ops.assign(resp.ops().begin(), resp.ops().end());
+    info.cpu_budget = resp.cpu_budget();
+    info.threads = resp.threads();
+    max_send = resp.max_message_bytes();
+  }
+  auto stream = std::make_unique<GrpcRemoteStream>(std::move(info), channel, max_send);
+  SLUICE_RETURN_IF_ERROR(stream->Start(connect, session));
+  return std::unique_ptr<RemoteStream>(std::move(stream));
+}
+
+}  // namespace sluice::rpc

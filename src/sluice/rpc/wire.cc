@@ -1,0 +1,325 @@
+#include "sluice/rpc/wire.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+
+namespace sluice::rpc {
+namespace {
+
+constexpr char kMagic[4] = {'S', 'L', 'W', '1'};
+constexpr uint8_t kFormatVersion = 1;
+constexpr uint8_t kMaxDType = static_cast<uint8_t>(DType::kBytes);
+// Fixed bytes of one element record and one tensor record without their variable parts;
+// they bound the counts a header can announce by what is left of it.
+constexpr size_t kMinElementBytes = 4 + 8 + 4 + 4 + 6 * 4 + 4;
+constexpr size_t kMemberBytes = 4 + 8;
+constexpr size_t kMinTensorBytes = 1 + 1 + 8 + 8;
+
+size_t AlignUp(size_t n) { return (n + kWireAlignment - 1) / kWireAlignment * kWireAlignment; }
+
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  void U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void I32(int32_t v) { Le(static_cast<uint32_t>(v), 4); }
+  void I64(int64_t v) { Le(static_cast<uint64_t>(v), 8); }
+  void Bytes(std::string_view s) { out_->append(s.data(), s.size()); }
+
+ private:
+  void Le(uint64_t v, int n) {
+    char buf[8];
+    for (int i = 0; i < n; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+    out_->append(buf, static_cast<size_t>(n));
+  }
+  std::string* out_;
+};
+
+// Bounds-checked little-endian reads; the first failure sticks and names what was read.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+
+  bool U8(uint8_t* v, const char* what) { return Le(v, 1, what); }
+  bool U16(uint16_t* v, const char* what) { return Le(v, 2, what); }
+  bool U32(uint32_t* v, const char* what) { return Le(v, 4, what); }
+  bool U64(uint64_t* v, const char* what) { return Le(v, 8, what); }
+  bool I32(int32_t* v, const char* what) {
+    uint32_t u;
+    if (!Le(&u, 4, what)) return false;
+    *v = static_cast<int32_t>(u);
+    return true;
+  }
+  bool I64(int64_t* v, const char* what) {
+    uint64_t u;
+    if (!Le(&u, 8, what)) return false;
+    *v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool Bytes(size_t n, std::string_view* v, const char* what) {
+    if (n > remaining()) return Truncated(what);
+    *v = in_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return in_.size() - pos_; }
+  size_t position() const { return pos_; }
+
+ private:
+  template <typename T>
+  bool Le(T* v, size_t n, const char* what) {
+    if (n > remaining()) return Truncated(what);
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+      acc |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
+    }
+    pos_ += n;
+    *v = static_cast<T>(acc);
+    return true;
+  }
+  bool Truncated(const char*) {
+    pos_ = in_.size();
+    return false;
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+Status Corrupt(const std::string& what) {
+  return absl::DataLossError(absl::StrCat("corrupt element header: ", what));
+}
+
+Status Truncated(const Reader& r, const char* what) {
+  return Corrupt(absl::StrCat("truncated at byte ", r.position(), " (reading ", what, ")"));
+}
+
+// Reads a SampleId.
+bool ReadId(Reader& r, SampleId* id, const char* what) {
+  uint32_t epoch;
+  uint64_t index;
+  if (!r.U32(&epoch, what) || !r.U64(&index, what)) return false;
+  id->epoch = epoch;
+  id->index = index;
+  return true;
+}
+
+}  // namespace
+
+size_t RawPayloadSize(const std::vector<Element>& elements) {
+  size_t size = 0;
+  for (const Element& e : elements) {
+    for (const Tensor& t : e.tensors) size = AlignUp(size) + t.nbytes();
+  }
+  return size;
+}
+
+size_t WireBytesUpperBound(const Element& element) {
+  constexpr size_t kGroupHeaderBytes = 4 + 1 + 1 + 2 + 8 + 4;
+  size_t n = kGroupHeaderBytes + kMinElementBytes + element.origin.size() +
+             kMemberBytes * element.members.size();
+  for (const Tensor& t : element.tensors) {
+    n += kMinTensorBytes + 8 * static_cast<size_t>(t.rank()) + t.nbytes() + kWireAlignment - 1;
+  }
+  return n;
+}
+
+StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements, Codec codec) {
+  EncodedElements out;
+  const size_t raw_size = RawPayloadSize(elements);
+  std::string raw(raw_size, '\0');
+  Writer w(&out.header);
+  w.Bytes(std::string_view(kMagic, 4));
+  w.U8(kFormatVersion);
+  w.U8(static_cast<uint8_t>(codec));
+  w.U16(0);
+  w.U64(raw_size);
+  w.U32(static_cast<uint32_t>(elements.size()));
+  size_t offset = 0;
+  for (const Element& e : elements) {
+    if (e.origin.size() > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError("element origin over 4 GiB");
+    }
+    w.U32(e.id.epoch);
+    w.U64(e.id.index);
+    w.U32(static_cast<uint32_t>(e.origin.size()));
+    w.Bytes(e.origin);
+    w.U32(static_cast<uint32_t>(e.members.size()));
+    for (const SampleId& m : e.members) {
+      w.U32(m.epoch);
+      w.U64(m.index);
+    }
+    const ImageRegion& r = e.decoded_region;
+    w.I32(r.full_height);
+    w.I32(r.full_width);
+    w.I32(r.x);
+    w.I32(r.y);
+    w.I32(r.width);
+    w.I32(r.height);
+    w.U32(static_cast<uint32_t>(e.tensors.size()));
+    for (const Tensor& t : e.tensors) {
+      if (t.rank() > kWireMaxRank) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", t.DebugString(), " of ", e.origin,
+                                                       " has rank over ", kWireMaxRank));
+      }
+      offset = AlignUp(offset);
+      const size_t length = t.nbytes();
+      w.U8(static_cast<uint8_t>(t.dtype()));
+      w.U8(static_cast<uint8_t>(t.rank()));
+      for (int64_t d : t.shape()) w.I64(d);
+      w.U64(offset);
+      w.U64(length);
+      if (length > 0) std::memcpy(raw.data() + offset, t.raw(), length);
+      offset += length;
+    }
+  }
+  out.raw_payload_bytes = raw_size;
+  if (codec == Codec::kNone) {
+    out.payload = std::move(raw);
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(out.payload, Compress(codec, raw));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::string payload,
+                                              const DecodeLimits& limits) {
+  Reader r(header);
+  std::string_view magic;
+  if (!r.Bytes(4, &magic, "magic")) return Truncated(r, "magic");
+  if (magic != std::string_view(kMagic, 4)) return Corrupt("bad magic (not a Sluice header)");
+  uint8_t version, codec_byte;
+  uint16_t reserved;
+  uint64_t raw_size;
+  uint32_t count;
+  if (!r.U8(&version, "version") || !r.U8(&codec_byte, "codec") || !r.U16(&reserved, "reserved") ||
+      !r.U64(&raw_size, "payload size") || !r.U32(&count, "element count")) {
+    return Truncated(r, "the fixed fields");
+  }
+  if (version != kFormatVersion) {
+    return Corrupt(
+        absl::StrCat("format version ", version, ", this build reads version ", kFormatVersion));
+  }
+  if (codec_byte > static_cast<uint8_t>(Codec::kZstd)) {
+    return Corrupt(absl::StrCat("unknown codec ", codec_byte));
+  }
+  if (reserved != 0) return Corrupt("reserved field is not zero");
+  const Codec codec = static_cast<Codec>(codec_byte);
+  if (raw_size > limits.max_raw_payload_bytes) {
+    return Corrupt(absl::StrCat("payload size ", raw_size, " is over the limit of ",
+                                limits.max_raw_payload_bytes));
+  }
+  if (count > r.remaining() / kMinElementBytes) {
+    return Corrupt(absl::StrCat("element count ", count, " does not fit in the ", header.size(),
+                                "-byte header"));
+  }
+
+  // The payload buffer: the received string itself when uncompressed (no copy).
+  std::shared_ptr<Buffer> buffer;
+  if (codec == Codec::kNone) {
+    if (payload.size() != raw_size) {
+      return Corrupt(
+          absl::StrCat("payload is ", payload.size(), " bytes, the header says ", raw_size));
+    }
+    auto* holder = new std::string(std::move(payload));
+    buffer = Buffer::Wrap(reinterpret_cast<uint8_t*>(holder->data()), holder->size(),
+                          [holder] { delete holder; });
+  } else {
+    buffer = Buffer::Allocate(raw_size);
+    Status s = Decompress(codec, payload, buffer->data(), raw_size);
+    if (!s.ok()) return absl::DataLossError(absl::StrCat("corrupt payload: ", s.message()));
+  }
+
+  std::vector<Element> elements;
+  elements.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    Element e;
+    if (!ReadId(r, &e.id, "sample id")) return Truncated(r, "sample id");
+    uint32_t origin_len;
+    std::string_view origin;
+    if (!r.U32(&origin_len, "origin length") || !r.Bytes(origin_len, &origin, "origin")) {
+      return Truncated(r, "origin");
+    }
+    e.origin = std::string(origin);
+    uint32_t members;
+    if (!r.U32(&members, "member count")) return Truncated(r, "member count");
+    if (members > r.remaining() / kMemberBytes) {
+      return Corrupt(
+          absl::StrCat("element ", i, ": member count ", members, " does not fit in the header"));
+    }
+    e.members.resize(members);
+    for (uint32_t m = 0; m < members; ++m) {
+      if (!ReadId(r, &e.members[m], "member id")) return Truncated(r, "member id");
+    }
+    ImageRegion& reg = e.decoded_region;
+    if (!r.I32(&reg.full_height, "region") || !r.I32(&reg.full_width, "region") ||
+        !r.I32(&reg.x, "region") || !r.I32(&reg.y, "region") || !r.I32(&reg.width, "region") ||
+        !r.I32(&reg.height, "region")) {
+      return Truncated(r, "decoded region");
+    }
+    uint32_t tensors;
+    if (!r.U32(&tensors, "tensor count")) return Truncated(r, "tensor count");
+    if (tensors > r.remaining() / kMinTensorBytes) {
+      return Corrupt(
+          absl::StrCat("element ", i, ": tensor count ", tensors, " does not fit in the header"));
+    }
+    e.tensors.reserve(tensors);
+    for (uint32_t t = 0; t < tensors; ++t) {
+      uint8_t dtype_byte, rank;
+      if (!r.U8(&dtype_byte, "dtype") || !r.U8(&rank, "rank")) return Truncated(r, "tensor");
+      if (dtype_byte > kMaxDType) {
+        return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": unknown dtype ", dtype_byte));
+      }
+      if (rank > kWireMaxRank) {
+        return Corrupt(
+            absl::StrCat("element ", i, " tensor ", t, ": rank ", rank, " over ", kWireMaxRank));
+      }
+      const DType dtype = static_cast<DType>(dtype_byte);
+      Shape shape(rank);
+      // The element count, overflow-checked against the payload size as it grows.
+      uint64_t n = 1;
+      for (int d = 0; d < rank; ++d) {
+        if (!r.I64(&shape[d], "dims")) return Truncated(r, "dims");
+        if (shape[d] < 0) {
+          return Corrupt(
+              absl::StrCat("element ", i, " tensor ", t, ": negative dimension ", shape[d]));
+        }
+        const uint64_t dim = static_cast<uint64_t>(shape[d]);
+        if (dim != 0 && n > raw_size / dim)
+          n = raw_size + 1;  // too large either way
+        else
+          n *= dim;
+      }
+      uint64_t offset, length;
+      if (!r.U64(&offset, "offset") || !r.U64(&length, "length")) return Truncated(r, "offset");
+      const uint64_t expect =
+          n > raw_size ? raw_size + 1 : n * static_cast<uint64_t>(DTypeSize(dtype));
+      if (length != expect) {
+        return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": length ", length,
+                                    " does not match ", DTypeName(dtype), ShapeToString(shape)));
+      }
+      if (offset % kWireAlignment != 0) {
+        return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": offset ", offset, " is not ",
+                                    kWireAlignment, "-byte aligned"));
+      }
+      if (offset > raw_size || length > raw_size - offset) {
+        return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": bytes [", offset, ", +",
+                                    length, ") outside the ", raw_size, "-byte payload"));
+      }
+      SLUICE_ASSIGN_OR_RETURN(Tensor tensor, Tensor::View(dtype, std::move(shape), buffer, offset));
+      e.tensors.push_back(std::move(tensor));
+    }
+    elements.push_back(std::move(e));
+  }
+  if (r.remaining() != 0) {
+    return Corrupt(absl::StrCat(r.remaining(), " unexpected bytes after the last element"));
+  }
+  return elements;
+}
+
+}  // namespace sluice::rpc

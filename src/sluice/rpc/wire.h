@@ -1,0 +1,73 @@
+// The wire format of elements between trainer and worker (docs/offload.md, "Wire format").
+//
+// A group of elements travels as two byte strings:
+//   header   a small little-endian record describing the elements and where each tensor's
+//            bytes lie in the payload;
+//   payload  the tensors' bytes back to back, each starting at a 64-byte aligned offset,
+//            optionally compressed as a whole (lz4 or zstd; the header names the codec and
+//            the raw size).
+// Header layout (all integers little-endian):
+//   magic "SLW1" | u8 format version (1) | u8 codec | u16 reserved (0) | u64 raw payload size
+//   | u32 element count | elements...
+//   element: u32 epoch | u64 index | u32 origin length | origin bytes | u32 member count
+//            | members (u32 epoch, u64 index)... | decoded_region as 6 x i32 (full_height,
+//            full_width, x, y, width, height) | u32 tensor count | tensors...
+//   tensor:  u8 dtype | u8 rank | i64 dims[rank] | u64 offset | u64 length
+// Decoding an uncompressed payload copies no tensor bytes: the payload string is moved into
+// a Buffer and every tensor is a Tensor::View into it. Decoding validates everything (magic,
+// version, codec, counts, dtypes, ranks, dims, offsets, lengths, alignment, trailing bytes)
+// and returns DataLoss naming the problem; it never reads or views out of bounds.
+// Pure functions, thread-safe.
+#ifndef SLUICE_RPC_WIRE_H_
+#define SLUICE_RPC_WIRE_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/rpc/compress.h"
+
+namespace sluice::rpc {
+
+inline constexpr size_t kWireAlignment = 64;
+inline constexpr int kWireMaxRank = 16;
+
+struct EncodedElements {
+  std::string header;
+  std::string payload;
+  size_t raw_payload_bytes = 0;  // before compression
+
+  // What the group costs on the wire (and in flow-control credit).
+  size_t wire_bytes() const { return header.size() + payload.size(); }
+};
+
+// Raw (uncompressed) payload bytes `elements` would take, alignment padding included.
+size_t RawPayloadSize(const std::vector<Element>& elements);
+
+// An upper bound of the bytes `element` adds to an uncompressed group (header record and
+// payload with alignment), plus the group's fixed header.
+size_t WireBytesUpperBound(const Element& element);
+
+// Encodes `elements` (which are not modified). InvalidArgument for a tensor of rank over
+// kWireMaxRank or an origin over 4 GiB.
+StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements,
+                                         Codec codec = Codec::kNone);
+
+struct DecodeLimits {
+  // Largest raw payload a header may announce (guards the allocation for a compressed
+  // payload against a garbled header).
+  size_t max_raw_payload_bytes = size_t{1} << 32;
+};
+
+// Decodes a group. `payload` is consumed: uncompressed, it becomes the tensors' buffer;
+// compressed, it is decompressed into a fresh 64-byte aligned buffer. DataLoss on any
+// malformed input.
+StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::string payload,
+                                              const DecodeLimits& limits = {});
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_RPC_WIRE_H_

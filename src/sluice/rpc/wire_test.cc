@@ -1,0 +1,236 @@
+#include "sluice/rpc/wire.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/rpc/compress.h"
+
+namespace sluice::rpc {
+namespace {
+
+// A tensor of `dtype` and `shape` whose bytes are a pattern depending on `seed`.
+Tensor Patterned(DType dtype, Shape shape, int seed) {
+  Tensor t = Tensor::Empty(dtype, std::move(shape));
+  for (size_t i = 0; i < t.nbytes(); ++i) t.mutable_raw()[i] = static_cast<uint8_t>(i * 7 + seed);
+  return t;
+}
+
+void ExpectSameElements(const std::vector<Element>& a, const std::vector<Element>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].origin, b[i].origin);
+    EXPECT_EQ(a[i].members, b[i].members);
+    const ImageRegion& ra = a[i].decoded_region;
+    const ImageRegion& rb = b[i].decoded_region;
+    EXPECT_EQ(std::make_tuple(ra.full_height, ra.full_width, ra.x, ra.y, ra.width, ra.height),
+              std::make_tuple(rb.full_height, rb.full_width, rb.x, rb.y, rb.width, rb.height));
+    ASSERT_EQ(a[i].tensors.size(), b[i].tensors.size());
+    for (size_t t = 0; t < a[i].tensors.size(); ++t) {
+      EXPECT_TRUE(a[i].tensors[t].Equals(b[i].tensors[t]))
+          << a[i].tensors[t].DebugString() << " vs " << b[i].tensors[t].DebugString();
+    }
+  }
+}
+
+std::vector<Element> EveryDTypeAndRank() {
+  const DType dtypes[] = {DType::kU8,  DType::kI16, DType::kI32, DType::kI64,
+                          DType::kF16, DType::kF32, DType::kF64, DType::kBytes};
+  const Shape shapes[] = {{}, {5}, {3, 4}, {2, 3, 5}, {2, 1, 3, 2}, {0, 3}};
+  std::vector<Element> out;
+  int seed = 0;
+  for (DType dtype : dtypes) {
+    Element e;
+    e.id = {static_cast<uint32_t>(seed % 3), static_cast<uint64_t>(1000 + seed)};
+    e.origin = absl::StrCat("data/class_", seed, "/img.jpg");
+    for (const Shape& shape : shapes) e.tensors.push_back(Patterned(dtype, shape, ++seed));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TEST(WireTest, RoundTripsEveryDTypeAndRank) {
+  std::vector<Element> elements = EveryDTypeAndRank();
+  auto encoded = EncodeElements(elements);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  EXPECT_EQ(encoded->raw_payload_bytes, RawPayloadSize(elements));
+  auto decoded = DecodeElements(encoded->header, std::move(encoded->payload));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSameElements(elements, *decoded);
+}
+
+TEST(WireTest, RoundTripsEmptyGroupsAndElementsWithoutTensors) {
+  auto none = EncodeElements({});
+  ASSERT_TRUE(none.ok());
+  auto decoded_none = DecodeElements(none->header, none->payload);
+  ASSERT_TRUE(decoded_none.ok()) << decoded_none.status();
+  EXPECT_TRUE(decoded_none->empty());
+
+  std::vector<Element> bare(2);
+  bare[0].id = {1, 2};
+  bare[1].id = {3, 4};
+  bare[1].tensors.push_back(Tensor::Empty(DType::kF32, {0}));
+  auto encoded = EncodeElements(bare);
+  ASSERT_TRUE(encoded.ok());
+  auto decoded = DecodeElements(encoded->header, encoded->payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSameElements(bare, *decoded);
+}
+
+TEST(WireTest, PreservesBatchMembersRegionAndOrigin) {
+  Element batch;
+  batch.id = {2, 10};
+  batch.members = {{2, 10}, {2, 3}, {2, 77}};
+  batch.origin = "a/b/c.jpg";
+  batch.decoded_region = {480, 640, 16, 32, 320, 240};
+  batch.tensors.push_back(Patterned(DType::kF32, {3, 4, 4, 3}, 1));
+  batch.tensors.push_back(Patterned(DType::kI64, {3}, 2));
+  auto encoded = EncodeElements({batch});
+  ASSERT_TRUE(encoded.ok());
+  auto decoded = DecodeElements(encoded->header, encoded->payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSameElements({batch}, *decoded);
+}
+
+TEST(WireTest, DecodedTensorsPointIntoTheReceivedPayload) {
+  std::vector<Element> elements = EveryDTypeAndRank();
+  auto encoded = EncodeElements(elements);
+  ASSERT_TRUE(encoded.ok());
+  std::string payload = std::move(encoded->payload);
+  const uint8_t* begin = reinterpret_cast<const uint8_t*>(payload.data());
+  const uint8_t* end = begin + payload.size();
+  auto decoded = DecodeElements(encoded->header, std::move(payload));
+  ASSERT_TRUE(decoded.ok());
+  int checked = 0;
+  for (const Element& e : *decoded) {
+    for (const Tensor& t : e.tensors) {
+      if (t.nbytes() == 0) continue;
+      EXPECT_GE(t.raw(), begin);
+      EXPECT_LE(t.raw() + t.nbytes(), end);
+      EXPECT_EQ((t.raw() - begin) % kWireAlignment, 0u);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+  // The payload outlives the decoded elements' other copies: views keep it alive.
+  Tensor kept = (*decoded)[0].tensors[1];
+  decoded->clear();
+  EXPECT_TRUE(kept.Equals(elements[0].tensors[1]));
+}
+
+class WireCodecTest : public testing::TestWithParam<Codec> {};
+
+TEST_P(WireCodecTest, CompressedRoundTrip) {
+  std::vector<Element> elements = EveryDTypeAndRank();
+  Element big;
+  big.id = {0, 9};
+  big.tensors.push_back(Tensor::Zeros(DType::kU8, {256, 256, 3}));
+  elements.push_back(big);
+  auto encoded = EncodeElements(elements, GetParam());
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  if (GetParam() != Codec::kNone) EXPECT_LT(encoded->payload.size(), encoded->raw_payload_bytes);
+  auto decoded = DecodeElements(encoded->header, encoded->payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSameElements(elements, *decoded);
+}
+
+TEST_P(WireCodecTest, CompressDecompressRoundTrip) {
+  std::string input;
+  for (int i = 0; i < 100000; ++i) input.push_back(static_cast<char>((i / 10) % 251));
+  auto compressed = Compress(GetParam(), input);
+  ASSERT_TRUE(compressed.ok());
+  std::string out(input.size(), '\0');
+  ASSERT_TRUE(
+      Decompress(GetParam(), *compressed, reinterpret_cast<uint8_t*>(out.data()), out.size()).ok());
+  EXPECT_EQ(out, input);
+  // A wrong raw size is rejected, not silently truncated or overrun.
+  std::string small(input.size() - 1, '\0');
+  EXPECT_FALSE(
+      Decompress(GetParam(), *compressed, reinterpret_cast<uint8_t*>(small.data()), small.size())
+          .ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, WireCodecTest,
+                         testing::Values(Codec::kNone, Codec::kLz4, Codec::kZstd),
+                         [](const testing::TestParamInfo<Codec>& info) {
+                           return std::string(CodecName(info.param));
+                         });
+
+TEST(CompressTest, CorruptFramesAreDataLoss) {
+  std::string input(5000, 'x');
+  for (Codec codec : {Codec::kLz4, Codec::kZstd}) {
+    auto compressed = Compress(codec, input);
+    ASSERT_TRUE(compressed.ok());
+    std::string garbled = *compressed;
+    for (size_t i = 0; i < garbled.size(); i += 3) garbled[i] = static_cast<char>(~garbled[i]);
+    std::string out(input.size(), '\0');
+    Status s = Decompress(codec, garbled, reinterpret_cast<uint8_t*>(out.data()), out.size());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << CodecName(codec) << ": " << s;
+  }
+  EXPECT_TRUE(ParseCodec("zstd").ok());
+  EXPECT_EQ(ParseCodec("gzip").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(WireTest, RejectsEveryTruncation) {
+  std::vector<Element> elements = EveryDTypeAndRank();
+  elements[1].members = {{0, 1}, {0, 2}};
+  auto encoded = EncodeElements(elements);
+  ASSERT_TRUE(encoded.ok());
+  for (size_t n = 0; n < encoded->header.size(); ++n) {
+    auto decoded = DecodeElements(std::string_view(encoded->header).substr(0, n), encoded->payload);
+    ASSERT_FALSE(decoded.ok()) << "header cut at " << n;
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  }
+  // A payload shorter or longer than the header says.
+  std::string short_payload = encoded->payload.substr(0, encoded->payload.size() - 1);
+  EXPECT_FALSE(DecodeElements(encoded->header, short_payload).ok());
+  EXPECT_FALSE(DecodeElements(encoded->header, encoded->payload + "x").ok());
+}
+
+TEST(WireTest, RejectsGarbledHeadersWithoutCrashing) {
+  std::vector<Element> elements = EveryDTypeAndRank();
+  auto encoded = EncodeElements(elements);
+  ASSERT_TRUE(encoded.ok());
+  // Flip every byte in turn: each result is either a clean error or a decode whose
+  // tensors all lie inside the payload (a flipped byte in pixel-free fields, e.g. origin).
+  int rejected = 0;
+  for (size_t i = 0; i < encoded->header.size(); ++i) {
+    std::string header = encoded->header;
+    header[i] = static_cast<char>(header[i] ^ 0xA5);
+    auto decoded = DecodeElements(header, encoded->payload);
+    if (!decoded.ok()) {
+      EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+      ++rejected;
+      continue;
+    }
+    for (const Element& e : *decoded) {
+      for (const Tensor& t : e.tensors) {
+        ASSERT_LE(t.offset() + t.nbytes(), t.buffer()->size());
+      }
+    }
+  }
+  EXPECT_GT(rejected, static_cast<int>(encoded->header.size() / 2));
+
+  auto bad_magic = DecodeElements("XXXX" + encoded->header.substr(4), encoded->payload);
+  EXPECT_THAT(std::string(bad_magic.status().message()), testing::HasSubstr("bad magic"));
+  EXPECT_FALSE(DecodeElements("", "").ok());
+  EXPECT_FALSE(DecodeElements(encoded->header + "trailing", encoded->payload).ok());
+}
+
+TEST(WireTest, RejectsHugeAnnouncedSizes) {
+  Element e;
+  e.tensors.push_back(Tensor::Zeros(DType::kF32, {4}));
+  auto encoded = EncodeElements({e}, Codec::kLz4);
+  ASSERT_TRUE(encoded.ok());
+  DecodeLimits limits;
+  limits.max_raw_payload_bytes = 8;
+  auto decoded = DecodeElements(encoded->header, encoded->payload, limits);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_THAT(std::string(decoded.status().message()), testing::HasSubstr("over the limit"));
+}
+
+}  // namespace
+}  // namespace sluice::rpc

@@ -1,0 +1,709 @@
+#include "sluice/rpc/worker_service.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "sluice/core/clock.h"
+#include "sluice/core/cpu_budget.h"
+#include "sluice/pipeline/source.h"
+
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "unknown"
+#endif
+
+namespace sluice::rpc {
+
+// State shared by the service and its sessions; sessions may outlive the service's pool,
+// so the pool is reached through here and is gone after Shutdown.
+struct WorkerSession::Shared {
+  std::mutex mu;
+  ThreadPool* pool ABSL_GUARDED_BY(mu) = nullptr;
+  int threads = 1;
+  int max_sessions = 16;
+  int open ABSL_GUARDED_BY(mu) = 0;
+  bool shutdown ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
+
+  // The number of tasks one session may run at once: a fair share of the pool.
+  size_t Share() {
+    std::lock_guard<std::mutex> lock(mu);
+    const int n = std::max(1, open);
+    return static_cast<size_t>(std::max(1, (threads + n - 1) / n));
+  }
+  bool Schedule(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (pool == nullptr) return false;
+    pool->Schedule(std::move(fn));
+    return true;
+  }
+};
+
+namespace {
+
+// Room left in a message for the protobuf framing around a chunk's header and payload.
+constexpr size_t kMessageOverhead = 4096;
+
+size_t SamplesIn(const Element& e) { return e.members.empty() ? 1 : e.members.size(); }
+
+}  // namespace
+
+const char* SluiceVersion() { return SLUICE_VERSION; }
+
+Codec ToCodec(Compression compression) {
+  switch (compression) {
+    case Compression::kNone:
+      return Codec::kNone;
+    case Compression::kLz4:
+      return Codec::kLz4;
+    case Compression::kZstd:
+      return Codec::kZstd;
+  }
+  return Codec::kNone;
+}
+
+StatusOr<std::string> MapUnderDataRoot(const std::string& data_root, std::string_view path) {
+  namespace fs = std::filesystem;
+  if (data_root.empty()) return std::string(path);
+  if (path.empty()) return absl::InvalidArgumentError("the file path is empty");
+  const fs::path root = fs::path(data_root).lexically_normal();
+  fs::path p(path);
+  fs::path full = (p.is_absolute() ? p : root / p).lexically_normal();
+  // Inside the root iff the path relative to it does not climb out.
+  const fs::path rel = full.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == "..") {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "path '", Av(path), "' is outside the worker's data root '", root.string(), "'"));
+  }
+  return full.string();
+}
+
+// ---------------------------------------------------------------------------------------
+// WorkerSession
+
+WorkerSession::WorkerSession(std::shared_ptr<Shared> shared, SessionInfo info)
+    : shared_(std::move(shared)), info_(std::move(info)) {}
+
+WorkerSession::~WorkerSession() { ReleaseSlot(); }
+
+void WorkerSession::ReleaseSlot() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot_released_) return;
+    slot_released_ = true;
+  }
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  --shared_->open;
+}
+
+Status WorkerSession::AddEncodedSplit(uint64_t split_id, std::string_view header,
+                                      std::string payload) {
+  DecodeLimits limits;
+  limits.max_raw_payload_bytes = max_input_bytes_;
+  auto elements = DecodeElements(header, std::move(payload), limits);
+  if (!elements.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split ", split_id, ": ", elements.status().message()));
+  }
+  return AddSplit(split_id, *std::move(elements));
+}
+
+Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements) {
+  size_t bytes = 0;
+  for (const Element& e : elements) {
+    if (static_cast<int>(e.tensors.size()) != input_schema_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "split ", split_id, ": sample (", e.id.epoch, ", ", e.id.index, ") has ",
+          e.tensors.size(), " fields, the session expects ", input_schema_.ToString()));
+    }
+    for (int i = 0; i < input_schema_.size(); ++i) {
+      if (!input_schema_.Matches(i, e.tensors[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "split ", split_id, ": sample (", e.id.epoch, ", ", e.id.index, ") field '",
+            input_schema_.field(i).name, "' is ", e.tensors[i].DebugString(), ", expected ",
+            input_schema_.field(i).ToString()));
+      }
+    }
+    bytes += e.nbytes();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_ || failed_) return absl::FailedPreconditionError("the session is over");
+  if (input_closed_) return absl::FailedPreconditionError("the session's input is closed");
+  if (splits_.count(split_id) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("split ", split_id, " is already open"));
+  }
+  if (input_bytes_ + bytes > max_input_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "split ", split_id, ": queued input would reach ", input_bytes_ + bytes,
+        " bytes, over the worker's per-session memory cap of ", max_input_bytes_, " bytes"));
+  }
+  SplitState& split = splits_[split_id];
+  split.total = elements.size();
+  if (batch_) {
+    split.results.resize(elements.size());
+    split.finished.assign(elements.size(), false);
+  }
+  input_bytes_ += bytes;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const size_t b = elements[i].nbytes();
+    work_.push_back(WorkItem{split_id, i, std::move(elements[i]), b});
+  }
+  if (split.total == 0) MaybeFinishSplitLocked(split_id);
+  MaybeScheduleLocked();
+  return absl::OkStatus();
+}
+
+void WorkerSession::AddCredit(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unacked_bytes_ -= std::min<uint64_t>(bytes, unacked_bytes_);
+  MaybeScheduleLocked();
+  cv_.notify_all();
+}
+
+void WorkerSession::CloseInput() {
+  std::lock_guard<std::mutex> lock(mu_);
+  input_closed_ = true;
+  cv_.notify_all();
+}
+
+void WorkerSession::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    work_.clear();
+    input_bytes_ = 0;
+    outputs_.clear();
+    cv_.notify_all();
+  }
+  ReleaseSlot();
+}
+
+void WorkerSession::Fail(Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FailLocked(std::move(status));
+}
+
+size_t WorkerSession::buffered_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return BufferedLocked();
+}
+
+size_t WorkerSession::peak_buffered_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_buffered_;
+}
+
+void WorkerSession::NotePeakLocked() {
+  peak_buffered_ = std::max(peak_buffered_, BufferedLocked());
+}
+
+std::vector<WorkerOpMetrics> WorkerSession::Metrics() const {
+  std::vector<WorkerOpMetrics> out;
+  std::vector<pipeline::OpStatsSnapshot> snap = stats_->SnapshotOps();
+  for (int i = first_op_; i < end_op_ && i < static_cast<int>(snap.size()); ++i) {
+    WorkerOpMetrics m;
+    m.name = snap[i].name;
+    m.position = i;
+    m.samples = snap[i].samples;
+    m.cpu_ns = snap[i].cpu_ns;
+    m.bytes_out = snap[i].bytes_out;
+    m.errors = snap[i].errors;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+bool WorkerSession::AdmissibleLocked() const {
+  const size_t buffered = BufferedLocked();
+  if (running_ == 0 && buffered == 0) return true;  // progress, even for an oversized sample
+  if (max_estimate_ == 0) return false;             // no size known yet: one sample at a time
+  return buffered + (running_ + 1) * max_estimate_ <= window_;
+}
+
+void WorkerSession::MaybeScheduleLocked() {
+  if (cancelled_ || failed_) return;
+  const size_t share = shared_->Share();
+  while (!work_.empty() && running_ < share && AdmissibleLocked()) {
+    ++running_;
+    if (!shared_->Schedule([self = shared_from_this()] { self->RunOne(); })) {
+      --running_;
+      return;
+    }
+  }
+}
+
+Status WorkerSession::Process(Element& element) const {
+  for (const Segment& segment : segments_) {
+    if (!segment.read_file) {
+      SLUICE_RETURN_IF_ERROR(pipeline::ApplyStages(segment.stages, element));
+      continue;
+    }
+    // Map the path under the data root for read_file only; the field keeps its value.
+    Tensor original = element.tensors[segment.path_index];
+    auto mapped = MapUnderDataRoot(data_root_, original.bytes());
+    if (!mapped.ok()) {
+      if (segment.stages[0].counters != nullptr) {
+        segment.stages[0].counters->errors.fetch_add(1, std::memory_order_relaxed);
+      }
+      return Status(mapped.status().code(),
+                    absl::StrCat(segment.stages[0].label, ": ", element.origin, ": ",
+                                 mapped.status().message()));
+    }
+    element.tensors[segment.path_index] = Tensor::FromBytes(*mapped);
+    Status s = pipeline::ApplyStages(segment.stages, element);
+    element.tensors[segment.path_index] = std::move(original);
+    SLUICE_RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
+}
+
+void WorkerSession::RunOne() {
+  WorkItem item;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_ || failed_ || work_.empty()) {
+      --running_;
+      cv_.notify_all();
+      return;
+    }
+    item = std::move(work_.front());
+    work_.pop_front();
+    input_bytes_ -= item.bytes;
+    ++splits_[item.split_id].running;
+  }
+  const SampleId id = item.element.id;
+  Status status = Process(item.element);
+
+  std::vector<FlushJob> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = splits_.find(item.split_id);
+    if (cancelled_ || failed_ || it == splits_.end()) {
+      --running_;
+      cv_.notify_all();
+      return;
+    }
+    SplitState& split = it->second;
+    --split.running;
+    ++split.resolved;
+    if (!status.ok()) {
+      if (spec_.options.on_error == pipeline::OnError::kFail) {
+        --running_;
+        FailLocked(status);
+        return;
+      }
+      split.skipped.emplace_back(id, std::string(status.message()));
+      if (batch_) split.finished[item.position] = true;
+    } else {
+      const size_t estimate = WireBytesUpperBound(item.element);
+      max_estimate_ = std::max(max_estimate_, estimate);
+      pending_bytes_ += estimate;
+      NotePeakLocked();
+      if (batch_) {
+        split.results[item.position] = std::move(item.element);
+        split.finished[item.position] = true;
+      } else {
+        split.pending.push_back(std::move(item.element));
+        split.pending_estimate += estimate;
+      }
+    }
+    CollectFlushesLocked(item.split_id, split, &jobs);
+    if (jobs.empty()) MaybeFinishSplitLocked(item.split_id);
+  }
+  for (FlushJob& job : jobs) Flush(std::move(job));
+  std::lock_guard<std::mutex> lock(mu_);
+  --running_;
+  MaybeScheduleLocked();
+  cv_.notify_all();
+}
+
+void WorkerSession::CollectFlushesLocked(uint64_t split_id, SplitState& split,
+                                         std::vector<FlushJob>* jobs) {
+  const bool complete = split.resolved == split.total;
+  if (!batch_) {
+    if (split.pending.empty()) return;
+    // Flush when the chunk is big enough, the split is complete, or nothing else of the
+    // split is running (waiting could stall: the session may be out of credit).
+    if (split.pending_estimate >= chunk_bytes_ || complete || split.running == 0) {
+      FlushJob job;
+      job.split_id = split_id;
+      job.elements = std::move(split.pending);
+      job.estimate = split.pending_estimate;
+      split.pending.clear();
+      split.pending_estimate = 0;
+      ++split.encoding;
+      jobs->push_back(std::move(job));
+    }
+    return;
+  }
+  // Batches: members in split order, skipping failed samples.
+  const size_t size = static_cast<size_t>(batch_options_.size);
+  while (split.next_position < split.total && split.finished[split.next_position]) {
+    std::optional<Element>& r = split.results[split.next_position++];
+    if (!r.has_value()) continue;
+    split.group_estimate += WireBytesUpperBound(*r);
+    split.group.push_back(std::move(*r));
+    r.reset();
+    if (split.group.size() == size) {
+      FlushJob job;
+      job.split_id = split_id;
+      job.elements = std::move(split.group);
+      job.estimate = split.group_estimate;
+      job.batch = true;
+      split.group.clear();
+      split.group_estimate = 0;
+      ++split.encoding;
+      jobs->push_back(std::move(job));
+    }
+  }
+  if (complete && !split.group.empty()) {
+    FlushJob job;
+    job.split_id = split_id;
+    job.estimate = split.group_estimate;
+    if (batch_options_.drop_remainder) {
+      // Dropped as the local batcher drops a short last batch; reported so the trainer
+      // accounts for every sample of the split.
+      for (const Element& e : split.group) {
+        split.skipped.emplace_back(e.id, "dropped: short last batch of the split (drop_remainder)");
+      }
+      pending_bytes_ -= std::min(pending_bytes_, split.group_estimate);
+    } else {
+      job.elements = std::move(split.group);
+      job.batch = true;
+      ++split.encoding;
+      jobs->push_back(std::move(job));
+    }
+    split.group.clear();
+    split.group_estimate = 0;
+  }
+}
+
+void WorkerSession::Flush(FlushJob job) {
+  // Encode outside the lock; split into several chunks if one would exceed the message limit.
+  std::vector<WorkerOutput> chunks;
+  Status status;
+  const size_t limit = message_limit_ > kMessageOverhead ? message_limit_ - kMessageOverhead : 1;
+  if (job.batch) {
+    auto batch =
+        pipeline::StackBatch(std::move(job.elements), built_.output_schema, batch_options_);
+    if (!batch.ok()) {
+      status = batch.status();
+    } else {
+      job.elements.clear();
+      job.elements.push_back(*std::move(batch));
+    }
+  }
+  size_t begin = 0;
+  while (status.ok() && begin < job.elements.size()) {
+    size_t end = begin;
+    size_t estimate = 0;
+    do {
+      estimate += WireBytesUpperBound(job.elements[end]);
+      ++end;
+    } while (end < job.elements.size() && estimate + WireBytesUpperBound(job.elements[end]) <=
+                                              std::min(limit, chunk_bytes_ * 2));
+    std::vector<Element> group(std::make_move_iterator(job.elements.begin() + begin),
+                               std::make_move_iterator(job.elements.begin() + end));
+    auto encoded = EncodeElements(group, codec_);
+    if (!encoded.ok()) {
+      status = encoded.status();
+      break;
+    }
+    if (encoded->wire_bytes() > limit) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          group.size() == 1 ? absl::StrCat("sample ", group[0].origin) : std::string("chunk"),
+          " is ", encoded->wire_bytes(), " bytes on the wire, over the message limit of ",
+          message_limit_, " bytes (worker --max-message-bytes, trainer max_message_bytes)"));
+      break;
+    }
+    WorkerOutput out;
+    out.kind = WorkerOutput::Kind::kChunk;
+    out.split_id = job.split_id;
+    for (const Element& e : group) out.samples += SamplesIn(e);
+    out.chunk = *std::move(encoded);
+    chunks.push_back(std::move(out));
+    begin = end;
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_bytes_ -= std::min(pending_bytes_, job.estimate);
+  auto it = splits_.find(job.split_id);
+  if (cancelled_ || failed_ || it == splits_.end()) return;
+  --it->second.encoding;
+  if (!status.ok()) {
+    FailLocked(status);
+    return;
+  }
+  for (WorkerOutput& out : chunks) {
+    unacked_bytes_ += out.chunk.wire_bytes();
+    it->second.delivered += out.samples;
+    outputs_.push_back(std::move(out));
+  }
+  NotePeakLocked();
+  MaybeFinishSplitLocked(job.split_id);
+  cv_.notify_all();
+}
+
+void WorkerSession::MaybeFinishSplitLocked(uint64_t split_id) {
+  auto it = splits_.find(split_id);
+  if (it == splits_.end()) return;
+  SplitState& split = it->second;
+  if (split.resolved != split.total || split.running != 0 || split.encoding != 0 ||
+      !split.pending.empty() || !split.group.empty()) {
+    return;
+  }
+  if (batch_ && split.next_position != split.total) return;
+  WorkerOutput done;
+  done.kind = WorkerOutput::Kind::kSplitDone;
+  done.split_id = split_id;
+  done.delivered = split.delivered;
+  done.skipped = std::move(split.skipped);
+  outputs_.push_back(std::move(done));
+  splits_.erase(it);
+  cv_.notify_all();
+}
+
+void WorkerSession::FailLocked(Status status) {
+  if (failed_ || cancelled_) return;
+  failed_ = true;
+  work_.clear();
+  input_bytes_ = 0;
+  WorkerOutput out;
+  out.kind = WorkerOutput::Kind::kError;
+  out.error = std::move(status);
+  outputs_.push_back(std::move(out));
+  cv_.notify_all();
+}
+
+bool WorkerSession::FinishedLocked() const {
+  return input_closed_ && work_.empty() && running_ == 0 && splits_.empty();
+}
+
+WorkerSession::Next WorkerSession::NextOutput(WorkerOutput* out, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t deadline = timeout_ms < 0 ? -1 : NowNanos() + timeout_ms * 1000000;
+  while (true) {
+    if (cancelled_) return Next::kEnd;
+    if (!outputs_.empty()) {
+      *out = std::move(outputs_.front());
+      outputs_.pop_front();
+      if (out->kind == WorkerOutput::Kind::kChunk) {
+        // Taken by the transport: still uncredited, so still counted in unacked_bytes_.
+      }
+      return Next::kOutput;
+    }
+    if (failed_) return Next::kEnd;
+    const int64_t now = NowNanos();
+    const bool finished = FinishedLocked();
+    if (now >= next_metrics_ns_ || (finished && !final_metrics_sent_)) {
+      next_metrics_ns_ = now + metrics_interval_ns_;
+      if (finished) final_metrics_sent_ = true;
+      lock.unlock();
+      out->kind = WorkerOutput::Kind::kMetrics;
+      out->metrics = Metrics();
+      return Next::kOutput;
+    }
+    if (finished) return Next::kEnd;
+    int64_t wake = next_metrics_ns_;
+    if (deadline >= 0) {
+      if (now >= deadline) return Next::kTimeout;
+      wake = std::min(wake, deadline);
+    }
+    cv_.wait_for(lock, std::chrono::nanoseconds(wake - now));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// WorkerService
+
+WorkerService::WorkerService(WorkerOptions options)
+    : options_(std::move(options)), shared_(std::make_shared<WorkerSession::Shared>()) {
+  if (options_.version.empty()) options_.version = SluiceVersion();
+  if (options_.registry == nullptr) options_.registry = &ops::Registry::Builtin();
+  if (!options_.data_root.empty()) {
+    std::error_code ec;
+    std::filesystem::path root = std::filesystem::absolute(options_.data_root, ec);
+    if (!ec) options_.data_root = root.lexically_normal().string();
+  }
+  const CpuBudget budget = ProbeCpuBudget();
+  const int threads = options_.threads > 0 ? options_.threads : budget.threads();
+  cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
+  shared_->threads = threads;
+  shared_->max_sessions = options_.max_sessions;
+  pool_ = std::make_unique<ThreadPool>(threads, "sluice-worker");
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->pool = pool_.get();
+}
+
+WorkerService::~WorkerService() {
+  Shutdown();
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->pool = nullptr;
+  }
+  pool_.reset();  // runs what is queued (cancelled sessions return at once), then joins
+}
+
+WorkerInfo WorkerService::Info() const {
+  WorkerInfo info;
+  info.version = options_.version;
+  info.ops = options_.registry->Names();
+  info.cpu_budget = cpu_budget_;
+  info.threads = shared_->threads;
+  return info;
+}
+
+int WorkerService::open_sessions() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->open;
+}
+
+std::vector<std::shared_ptr<WorkerSession>> WorkerService::Sessions() const {
+  // Sessions lock their own mutex before the shared one: never the other way round.
+  std::vector<std::shared_ptr<WorkerSession>> all;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (const auto& weak : shared_->sessions) {
+      if (std::shared_ptr<WorkerSession> s = weak.lock()) all.push_back(std::move(s));
+    }
+  }
+  std::vector<std::shared_ptr<WorkerSession>> out;
+  for (std::shared_ptr<WorkerSession>& s : all) {
+    bool open;
+    {
+      std::lock_guard<std::mutex> lock(s->mu_);
+      open = !s->slot_released_;
+    }
+    if (open) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void WorkerService::Shutdown() {
+  std::vector<std::weak_ptr<WorkerSession>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->shutdown = true;
+    sessions.swap(shared_->sessions);
+  }
+  for (auto& weak : sessions) {
+    if (auto s = weak.lock()) s->Cancel();
+  }
+}
+
+StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRequest& request) {
+  if (request.client_version != options_.version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("version mismatch: the trainer runs sluice ",
+                     request.client_version.empty() ? "(unknown)" : request.client_version,
+                     ", this worker runs sluice ", options_.version));
+  }
+  auto parsed = pipeline::ParseSpec(request.spec_json, "trainer spec", *options_.registry);
+  if (!parsed.ok()) {
+    return Status(parsed.status().code(),
+                  absl::StrCat("spec rejected by the worker: ", parsed.status().message()));
+  }
+  pipeline::PipelineSpec spec = *std::move(parsed);
+  const int num_ops = static_cast<int>(spec.ops.size());
+  const bool local_read = request.read_mode == ReadMode::kLocalRead;
+  const int first_op = local_read ? 1 : 0;
+  if (local_read && (num_ops == 0 || spec.ops[0].name != "read_file")) {
+    return absl::InvalidArgumentError(
+        "local_read needs ops[0] to be read_file (the trainer runs it and sends the bytes)");
+  }
+  const bool after_batch = request.cut == kCutAfterBatch;
+  const int end_op = after_batch ? num_ops : request.cut;
+  if (!after_batch && (request.cut < first_op || request.cut > num_ops)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cut ", request.cut, " is out of range: the spec has ", num_ops,
+                     " ops, so the cut is ", first_op, "..", num_ops,
+                     local_read ? " in local_read mode" : "", ", or -1 for after batch"));
+  }
+
+  std::vector<pipeline::OpSpec> op_specs(spec.ops.begin(), spec.ops.begin() + end_op);
+  auto built = pipeline::BuildOps(op_specs, spec.source.seed, *options_.registry,
+                                  pipeline::SourceSchema(spec.source.label));
+  if (!built.ok()) {
+    return Status(built.status().code(),
+                  absl::StrCat("spec rejected by the worker: ", built.status().message()));
+  }
+
+  SessionInfo info;
+  info.worker_version = options_.version;
+  info.cpu_budget = cpu_budget_;
+  info.threads = shared_->threads;
+  const size_t requested = request.max_inflight_bytes > 0 ? request.max_inflight_bytes : 64 << 20;
+  info.max_inflight_bytes = std::min(requested, options_.max_session_bytes);
+
+  std::shared_ptr<WorkerSession> session(new WorkerSession(shared_, info));
+  WorkerSession& s = *session;
+  s.spec_ = std::move(spec);
+  s.built_ = *std::move(built);
+  s.first_op_ = first_op;
+  s.end_op_ = end_op;
+  s.stats_ = std::make_unique<pipeline::PipelineStats>();
+  s.stats_->Init(s.built_.names);
+  s.input_schema_ = first_op == 0 ? s.built_.input_schema : s.built_.ops[0]->output_schema();
+  s.batch_ = after_batch && s.spec_.batch.size > 0;
+  if (s.batch_) {
+    const pipeline::BatchSpec& b = s.spec_.batch;
+    s.batch_options_.size = b.size;
+    s.batch_options_.drop_remainder = b.drop_remainder;
+    s.batch_options_.padded = b.padded;
+    s.batch_options_.padding_value = b.padding_value;
+    s.batch_options_.padding_values = b.padding_values;
+    auto schema = pipeline::BatchSchema(s.built_.output_schema, s.batch_options_);
+    if (!schema.ok()) {
+      return Status(schema.status().code(), absl::StrCat("spec rejected by the worker: batch: ",
+                                                         schema.status().message()));
+    }
+  }
+  s.codec_ = ToCodec(request.compression);
+  s.window_ = info.max_inflight_bytes;
+  s.max_input_bytes_ = options_.max_session_bytes;
+  s.message_limit_ = options_.max_message_bytes;
+  if (request.max_message_bytes > 0) {
+    s.message_limit_ = std::min(s.message_limit_, request.max_message_bytes);
+  }
+  s.chunk_bytes_ = std::max<size_t>(1, std::min(options_.chunk_bytes, s.message_limit_ / 2));
+  s.metrics_interval_ns_ =
+      std::max<int64_t>(1000000, static_cast<int64_t>(options_.metrics_interval_s * 1e9));
+  s.next_metrics_ns_ = NowNanos() + s.metrics_interval_ns_;
+  s.data_root_ = local_read ? std::string() : options_.data_root;
+
+  // Stages of ops [first_op, end_op), grouped so each read_file op (whose path is mapped
+  // under the data root) runs on its own.
+  std::vector<pipeline::MapStage> stages =
+      pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
+  for (pipeline::MapStage& stage : stages) {
+    const int pos = stage.context.position;
+    const bool mapped = !s.data_root_.empty() && s.built_.names[pos] == "read_file";
+    if (mapped) {
+      WorkerSession::Segment seg;
+      seg.read_file = true;
+      const ops::Op& op = *s.built_.ops[pos];
+      seg.path_index = op.input_schema().IndexOf(op.args().String("field"));
+      seg.stages.push_back(stage);
+      s.segments_.push_back(std::move(seg));
+    } else {
+      if (s.segments_.empty() || s.segments_.back().read_file) s.segments_.emplace_back();
+      s.segments_.back().stages.push_back(stage);
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");
+  if (shared_->open >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker at capacity: ", options_.max_sessions, " sessions"));
+  }
+  ++shared_->open;
+  s.slot_released_ = false;
+  std::erase_if(shared_->sessions,
+                [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
+  shared_->sessions.push_back(session);
+  return session;
+}
+
+}  // namespace sluice::rpc

@@ -1,0 +1,289 @@
+// WorkerService: what a `sluice worker` process does, without any transport. The gRPC
+// adapter (grpc_worker_server.h) only converts messages to and from these calls; tests
+// drive this class directly.
+//
+// A trainer opens a WorkerSession with a spec and a cut. The session validates the spec
+// against the worker's own registry (a worker never runs code it was sent), builds ops
+// [first_op, cut) (first_op = 1 in local_read mode, where the trainer ran read_file; the
+// batch too for cut = kCutAfterBatch), and then runs the splits it is given on the
+// service's thread pool, sharing the pool fairly with the other open sessions. Each
+// session has its own ops, counters and memory budget.
+//
+// Output is a sequence of WorkerOutputs: chunks of encoded elements (several samples of
+// one split, up to WorkerOptions::chunk_bytes), one SplitDone per split after its last
+// chunk, per-op Metrics every metrics_interval_s, and at most one Error, after which the
+// session is over.
+//
+// Flow control: the session counts the bytes it has produced and the trainer has not
+// credited yet (queued chunks, chunks sent, finished samples not yet chunked). It starts a
+// sample only while that count plus an upper estimate of the output of every sample in
+// progress stays within the window (`max_inflight_bytes`, capped by the worker's
+// per-session memory cap), so a trainer that stops reading stops the worker instead of
+// growing its memory; one sample is always admitted when nothing is buffered, so a sample
+// larger than the window still passes. The bound is exact for samples of equal output
+// size and approximate otherwise (the estimate is the largest output seen so far).
+//
+// Paths under --data-root (remote_read): the path a read_file op reads is resolved on the
+// worker: a relative path is taken relative to the data root, an absolute path must lie
+// under it, and a path that leaves it (after resolving "." and "..") fails that sample
+// with "path ... is outside the worker's data root ...". The path field itself is passed on
+// unchanged, so the output is identical to a local run. Without a data root, paths are used
+// as given, relative to the worker's working directory.
+//
+// Thread-safety: WorkerService and WorkerSession are thread-safe. The transport typically
+// calls AddSplit/AddCredit/CloseInput from a reader thread and NextOutput from a writer
+// thread.
+#ifndef SLUICE_RPC_WORKER_SERVICE_H_
+#define SLUICE_RPC_WORKER_SERVICE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/core/thread_pool.h"
+#include "sluice/ops/registry.h"
+#include "sluice/pipeline/batch.h"
+#include "sluice/pipeline/build.h"
+#include "sluice/pipeline/map.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/pipeline/stats.h"
+#include "sluice/rpc/compress.h"
+#include "sluice/rpc/remote_stream.h"
+#include "sluice/rpc/wire.h"
+
+namespace sluice::rpc {
+
+// The Sluice version this build reports and requires of its peers ("0.1.0").
+const char* SluiceVersion();
+
+Codec ToCodec(Compression compression);
+
+// Resolves `path` under `data_root` as documented above. An empty root returns `path`.
+StatusOr<std::string> MapUnderDataRoot(const std::string& data_root, std::string_view path);
+
+struct WorkerOptions {
+  std::string data_root;  // empty: paths are used as given
+  int threads = 0;        // pool threads; 0: the CPU budget (ProbeCpuBudget)
+  int max_sessions = 16;
+  size_t max_message_bytes = 64 << 20;   // largest message in either direction
+  size_t max_session_bytes = 256 << 20;  // cap on a session's window and on its queued input
+  size_t chunk_bytes = 1 << 20;          // target size of one chunk
+  double metrics_interval_s = 1.0;
+  const ops::Registry* registry = nullptr;  // null: ops::Registry::Builtin()
+  std::string version;                      // empty: SluiceVersion()
+};
+
+// What the trainer asks for when it opens a session (the Open message).
+struct OpenRequest {
+  std::string spec_json;  // canonical JSON (any spelling ParseSpec accepts)
+  int cut = 0;
+  ReadMode read_mode = ReadMode::kRemoteRead;
+  Compression compression = Compression::kNone;
+  size_t max_inflight_bytes = 64 << 20;  // 0: the default
+  std::string client_version;
+  size_t max_message_bytes = 0;  // the trainer's receive limit; 0: no limit of its own
+};
+
+struct SessionInfo {
+  std::string worker_version;
+  double cpu_budget = 0;
+  int threads = 0;
+  size_t max_inflight_bytes = 0;  // the window in force
+};
+
+struct WorkerOutput {
+  enum class Kind { kChunk, kSplitDone, kMetrics, kError };
+  Kind kind = Kind::kError;
+  uint64_t split_id = 0;
+  EncodedElements chunk;   // kChunk
+  size_t samples = 0;      // kChunk: samples in the chunk (members of batches included)
+  uint64_t delivered = 0;  // kSplitDone
+  std::vector<std::pair<SampleId, std::string>> skipped;  // kSplitDone
+  std::vector<WorkerOpMetrics> metrics;                   // kMetrics
+  Status error;                                           // kError
+};
+
+class WorkerService;
+
+class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
+ public:
+  enum class Next { kOutput, kTimeout, kEnd };
+
+  ~WorkerSession();
+  WorkerSession(const WorkerSession&) = delete;
+  WorkerSession& operator=(const WorkerSession&) = delete;
+
+  const SessionInfo& info() const { return info_; }
+
+  // Queues a split's elements (source elements for remote_read, elements after read_file
+  // for local_read). InvalidArgument if an element does not fit the expected schema or the
+  // split id is already open; ResourceExhausted if the queued input would exceed the
+  // per-session memory cap; FailedPrecondition after CloseInput/Cancel or a failure.
+  Status AddSplit(uint64_t split_id, std::vector<Element> elements);
+  // The same from the wire format (decoded without copying the payload).
+  Status AddEncodedSplit(uint64_t split_id, std::string_view header, std::string payload);
+  // The trainer consumed `bytes` of chunks (header + payload).
+  void AddCredit(uint64_t bytes);
+  // No more splits: the session ends once every split is done and its output taken.
+  void CloseInput();
+  // Stops at once: queued work is dropped, NextOutput returns kEnd. Idempotent. The
+  // transport calls it when the stream ends, which gives the session's slot back.
+  void Cancel();
+  // Ends the session with `status` (for protocol errors the transport finds): the next
+  // output is kError, then kEnd.
+  void Fail(Status status);
+
+  // Waits up to `timeout_ms` (< 0: forever) for the next output. kEnd when the session is
+  // over: cancelled, failed (after the kError output was taken), or input closed and all
+  // of it done (after a last kMetrics).
+  Next NextOutput(WorkerOutput* out, int64_t timeout_ms = -1);
+
+  // Produced bytes the trainer has not credited yet, and their peak since Open.
+  size_t buffered_bytes() const;
+  size_t peak_buffered_bytes() const;
+  // Snapshot of the per-op counters of ops [first_op, cut).
+  std::vector<WorkerOpMetrics> Metrics() const;
+
+ private:
+  friend class WorkerService;
+  struct Shared;
+  struct WorkItem {
+    uint64_t split_id = 0;
+    size_t position = 0;  // in the split
+    Element element;
+    size_t bytes = 0;
+  };
+  struct SplitState {
+    size_t total = 0;
+    size_t resolved = 0;  // finished or skipped
+    size_t running = 0;
+    size_t encoding = 0;  // chunks being encoded outside the lock
+    uint64_t delivered = 0;
+    std::vector<std::pair<SampleId, std::string>> skipped;
+    // Per-sample output: finished samples not yet in a chunk.
+    std::vector<Element> pending;
+    size_t pending_estimate = 0;
+    // Batch output: results by position, stacked in split order.
+    std::vector<std::optional<Element>> results;
+    std::vector<bool> finished;
+    size_t next_position = 0;
+    std::vector<Element> group;
+    size_t group_estimate = 0;
+  };
+  struct Segment {
+    std::vector<pipeline::MapStage> stages;
+    bool read_file = false;  // a read_file op whose path is mapped under the data root
+    int path_index = -1;     // its path field (same index in its input and output)
+  };
+  // A unit of encoding work taken out of the lock.
+  struct FlushJob {
+    uint64_t split_id = 0;
+    std::vector<Element> elements;  // samples, or the members of one batch
+    size_t estimate = 0;
+    bool batch = false;
+    size_t dropped_samples = 0;
+  };
+
+  WorkerSession(std::shared_ptr<Shared> shared, SessionInfo info);
+
+  void MaybeScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AdmissibleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t BufferedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return unacked_bytes_ + pending_bytes_;
+  }
+  void NotePeakLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunOne();
+  Status Process(Element& element) const;
+  void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Flush(FlushJob job);
+  void MaybeFinishSplitLocked(uint64_t split_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSlot();
+
+  std::shared_ptr<Shared> shared_;
+  SessionInfo info_;
+
+  // Set once by WorkerService::OpenSession before the session is shared.
+  pipeline::PipelineSpec spec_;
+  pipeline::BuiltOps built_;
+  std::unique_ptr<pipeline::PipelineStats> stats_;
+  std::vector<Segment> segments_;
+  Schema input_schema_;
+  int first_op_ = 0;
+  int end_op_ = 0;
+  bool batch_ = false;
+  pipeline::BatchOptions batch_options_;
+  Codec codec_ = Codec::kNone;
+  size_t window_ = 0;
+  size_t max_input_bytes_ = 0;
+  size_t message_limit_ = 0;
+  size_t chunk_bytes_ = 0;
+  int64_t metrics_interval_ns_ = 0;
+  std::string data_root_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WorkItem> work_ ABSL_GUARDED_BY(mu_);
+  size_t input_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, SplitState> splits_ ABSL_GUARDED_BY(mu_);
+  std::deque<WorkerOutput> outputs_ ABSL_GUARDED_BY(mu_);
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t unacked_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // chunks queued or sent, not credited
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // estimate of finished, unchunked output
+  size_t max_estimate_ ABSL_GUARDED_BY(mu_) = 0;   // largest per-sample output estimate
+  size_t peak_buffered_ ABSL_GUARDED_BY(mu_) = 0;
+  bool input_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_metrics_sent_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t next_metrics_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // True until the session takes a slot in OpenSession (and again once it gave it back).
+  bool slot_released_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+class WorkerService {
+ public:
+  explicit WorkerService(WorkerOptions options);
+  ~WorkerService();
+  WorkerService(const WorkerService&) = delete;
+  WorkerService& operator=(const WorkerService&) = delete;
+
+  // What GetInfo answers (address left empty).
+  WorkerInfo Info() const;
+  const WorkerOptions& options() const { return options_; }
+  size_t max_message_bytes() const { return options_.max_message_bytes; }
+
+  // Validates and builds a session. Errors: InvalidArgument (bad spec, unknown op naming
+  // it, bad cut or read mode), FailedPrecondition (version mismatch, naming both),
+  // ResourceExhausted ("worker at capacity: 16 sessions"), Unavailable (shutting down).
+  StatusOr<std::shared_ptr<WorkerSession>> OpenSession(const OpenRequest& request);
+
+  int open_sessions() const;
+  // The sessions currently open (for monitoring and tests).
+  std::vector<std::shared_ptr<WorkerSession>> Sessions() const;
+  // Cancels every open session and refuses new ones.
+  void Shutdown();
+
+ private:
+  WorkerOptions options_;
+  double cpu_budget_ = 0;
+  std::shared_ptr<WorkerSession::Shared> shared_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_RPC_WORKER_SERVICE_H_

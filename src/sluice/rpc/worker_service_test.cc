@@ -1,0 +1,430 @@
+#include "sluice/rpc/worker_service.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/rpc/rpc_test_util.h"
+
+namespace sluice::rpc {
+namespace {
+
+using test::TempDir;
+using ::testing::HasSubstr;
+
+struct Drained {
+  std::vector<Element> elements;
+  std::map<uint64_t, WorkerOutput> done;
+  std::vector<WorkerOutput> metrics;
+  Status error;
+};
+
+// Takes every output until the session ends, crediting each chunk.
+Drained Drain(WorkerSession& session) {
+  Drained d;
+  while (true) {
+    WorkerOutput out;
+    WorkerSession::Next next = session.NextOutput(&out, 30000);
+    if (next == WorkerSession::Next::kEnd) break;
+    if (next == WorkerSession::Next::kTimeout) {
+      ADD_FAILURE() << "session produced nothing for 30 s";
+      break;
+    }
+    switch (out.kind) {
+      case WorkerOutput::Kind::kChunk: {
+        const size_t bytes = out.chunk.wire_bytes();
+        auto decoded = DecodeElements(out.chunk.header, std::move(out.chunk.payload));
+        EXPECT_TRUE(decoded.ok()) << decoded.status();
+        for (Element& e : *decoded) d.elements.push_back(std::move(e));
+        session.AddCredit(bytes);
+        break;
+      }
+      case WorkerOutput::Kind::kSplitDone:
+        EXPECT_EQ(d.done.count(out.split_id), 0u);
+        d.done[out.split_id] = std::move(out);
+        break;
+      case WorkerOutput::Kind::kMetrics:
+        d.metrics.push_back(std::move(out));
+        break;
+      case WorkerOutput::Kind::kError:
+        d.error = out.error;
+        break;
+    }
+  }
+  return d;
+}
+
+class WorkerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::WriteJpegs(dir_, 16);
+    spec_ = test::ImageSpec(dir_.path() + "/data/**/*.jpg");
+  }
+
+  OpenRequest Request(int cut, ReadMode mode = ReadMode::kRemoteRead) const {
+    OpenRequest r;
+    r.spec_json = pipeline::ToCanonicalJson(spec_);
+    r.cut = cut;
+    r.read_mode = mode;
+    r.client_version = SluiceVersion();
+    return r;
+  }
+
+  // Sends the epoch's samples in splits of 8 (after read_file when local_read).
+  // A session that fails early may refuse later splits: `may_fail` tolerates that.
+  void SendEpoch(WorkerSession& session, ReadMode mode, bool may_fail = false) {
+    std::vector<Element> source = test::SourceElements(spec_, 0);
+    if (mode == ReadMode::kLocalRead) source = test::RunLocally(spec_, std::move(source), 0, 1);
+    for (size_t i = 0; i < source.size(); i += 8) {
+      std::vector<Element> split(source.begin() + i,
+                                 source.begin() + std::min(source.size(), i + 8));
+      Status s = session.AddSplit(i / 8, std::move(split));
+      if (!may_fail) ASSERT_TRUE(s.ok()) << s;
+    }
+    session.CloseInput();
+  }
+
+  TempDir dir_;
+  pipeline::PipelineSpec spec_;
+};
+
+struct CutCase {
+  int cut;
+  ReadMode mode;
+  Compression compression;
+};
+
+class WorkerServiceCutTest : public WorkerServiceTest,
+                             public ::testing::WithParamInterface<CutCase> {};
+
+TEST_P(WorkerServiceCutTest, SameElementsAsALocalRun) {
+  const CutCase c = GetParam();
+  WorkerOptions options;
+  options.threads = 2;
+  WorkerService service(options);
+  OpenRequest request = Request(c.cut, c.mode);
+  request.compression = c.compression;
+  auto session = service.OpenSession(request);
+  ASSERT_TRUE(session.ok()) << session.status();
+  SendEpoch(**session, c.mode);
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  const int first = c.mode == ReadMode::kLocalRead ? 1 : 0;
+  std::vector<Element> expected = test::SourceElements(spec_, 0);
+  expected = test::RunLocally(spec_, std::move(expected), 0, c.cut);
+  test::ExpectSameById(expected, d.elements);
+  ASSERT_EQ(d.done.size(), 2u);
+  for (auto& [id, done] : d.done) {
+    EXPECT_EQ(done.delivered, 8u) << "split " << id;
+    EXPECT_TRUE(done.skipped.empty());
+  }
+  // The last metrics cover every sample of every remote op.
+  ASSERT_FALSE(d.metrics.empty());
+  const std::vector<WorkerOpMetrics>& m = d.metrics.back().metrics;
+  const int end = c.cut < 0 ? 5 : c.cut;
+  ASSERT_EQ(static_cast<int>(m.size()), end - first);
+  for (const WorkerOpMetrics& op : m) {
+    EXPECT_EQ(op.samples, 16) << op.name;
+    EXPECT_EQ(op.name, spec_.ops[op.position].name);
+  }
+  (*session)->Cancel();
+  EXPECT_EQ(service.open_sessions(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cuts, WorkerServiceCutTest,
+    ::testing::Values(CutCase{0, ReadMode::kRemoteRead, Compression::kNone},
+                      CutCase{2, ReadMode::kRemoteRead, Compression::kNone},
+                      CutCase{3, ReadMode::kRemoteRead, Compression::kLz4},
+                      CutCase{5, ReadMode::kRemoteRead, Compression::kZstd},
+                      CutCase{kCutAfterBatch, ReadMode::kRemoteRead, Compression::kNone},
+                      CutCase{1, ReadMode::kLocalRead, Compression::kNone},
+                      CutCase{4, ReadMode::kLocalRead, Compression::kLz4},
+                      CutCase{kCutAfterBatch, ReadMode::kLocalRead, Compression::kNone}));
+
+TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
+  WorkerService service(WorkerOptions{});
+  pipeline::PipelineSpec spec = spec_;
+  spec.ops.push_back({"warp_drive", {}});
+  OpenRequest request = Request(2);
+  request.spec_json = pipeline::ToCanonicalJson(spec);
+  auto session = service.OpenSession(request);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr("warp_drive"));
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr("rejected by the worker"));
+}
+
+TEST_F(WorkerServiceTest, RejectsAVersionMismatchNamingBothVersions) {
+  WorkerOptions options;
+  options.version = "9.9.9";
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(2));
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr(SluiceVersion()));
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr("9.9.9"));
+}
+
+TEST_F(WorkerServiceTest, RejectsBadCutsAndReadModes) {
+  WorkerService service(WorkerOptions{});
+  auto far = service.OpenSession(Request(6));
+  EXPECT_THAT(std::string(far.status().message()), HasSubstr("cut 6 is out of range"));
+  auto zero_local = service.OpenSession(Request(0, ReadMode::kLocalRead));
+  EXPECT_FALSE(zero_local.ok());
+  pipeline::PipelineSpec spec = spec_;
+  spec.ops.erase(spec.ops.begin());
+  OpenRequest request = Request(1, ReadMode::kLocalRead);
+  request.spec_json = pipeline::ToCanonicalJson(spec);
+  auto no_read = service.OpenSession(request);
+  EXPECT_THAT(std::string(no_read.status().message()), HasSubstr("needs ops[0] to be read_file"));
+}
+
+TEST_F(WorkerServiceTest, CapsSessions) {
+  WorkerOptions options;
+  options.max_sessions = 2;
+  WorkerService service(options);
+  auto a = service.OpenSession(Request(2));
+  auto b = service.OpenSession(Request(2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = service.OpenSession(Request(2));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.status().message(), "worker at capacity: 2 sessions");
+  (*a)->Cancel();
+  EXPECT_EQ(service.open_sessions(), 1);
+  EXPECT_TRUE(service.OpenSession(Request(2)).ok());
+}
+
+TEST_F(WorkerServiceTest, SessionsAreIsolated) {
+  WorkerOptions options;
+  options.threads = 2;
+  WorkerService service(options);
+  auto a = service.OpenSession(Request(2));
+  auto b = service.OpenSession(Request(kCutAfterBatch));
+  ASSERT_TRUE(a.ok() && b.ok());
+  SendEpoch(**a, ReadMode::kRemoteRead);
+  SendEpoch(**b, ReadMode::kRemoteRead);
+  Drained da = Drain(**a);
+  Drained db = Drain(**b);
+  test::ExpectSameById(test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, 2), da.elements);
+  test::ExpectSameById(test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, -1), db.elements);
+  // Each session counts only its own work.
+  EXPECT_EQ(da.metrics.back().metrics.size(), 2u);
+  EXPECT_EQ(db.metrics.back().metrics[0].samples, 16);
+  EXPECT_EQ(da.metrics.back().metrics[0].samples, 16);
+}
+
+TEST_F(WorkerServiceTest, SkipsCorruptSamplesAndReportsThemInSplitDone) {
+  dir_.Write("data/cat/99.jpg", "this is not a jpeg");
+  spec_.options.on_error = pipeline::OnError::kSkip;
+  WorkerService service(WorkerOptions{});
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  SendEpoch(**session, ReadMode::kRemoteRead);
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  EXPECT_EQ(d.elements.size(), 16u);
+  size_t skipped = 0, delivered = 0;
+  for (auto& [id, done] : d.done) {
+    delivered += done.delivered;
+    for (auto& [sample, reason] : done.skipped) {
+      ++skipped;
+      EXPECT_THAT(reason, HasSubstr("99.jpg"));
+      EXPECT_THAT(reason, HasSubstr("ops[1].decode_jpeg"));
+    }
+  }
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_EQ(delivered, 16u);
+}
+
+TEST_F(WorkerServiceTest, FailsTheSessionOnACorruptSampleUnderOnErrorFail) {
+  dir_.Write("data/cat/99.jpg", "this is not a jpeg");
+  WorkerService service(WorkerOptions{});
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  SendEpoch(**session, ReadMode::kRemoteRead, /*may_fail=*/true);
+  Drained d = Drain(**session);
+  ASSERT_FALSE(d.error.ok());
+  EXPECT_THAT(std::string(d.error.message()), HasSubstr("99.jpg"));
+}
+
+TEST_F(WorkerServiceTest, ResolvesPathsUnderTheDataRoot) {
+  // The trainer names files relative to the data root; the worker resolves them.
+  spec_.source.files = {"data/**/*.jpg"};
+  std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  std::vector<Element> source = test::SourceElements(spec_, 0);
+  std::vector<Element> expected = test::RunLocally(spec_, source, 0, 3);
+  std::filesystem::current_path(cwd);
+
+  WorkerOptions options;
+  options.data_root = dir_.path();
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(3));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->AddSplit(0, source).ok());
+  // An absolute path outside the root fails that sample, naming the root.
+  Element outside = source[0];
+  outside.tensors[0] = Tensor::FromBytes("/etc/hostname");
+  outside.origin = "/etc/hostname";
+  ASSERT_TRUE((*session)->AddSplit(1, {outside}).ok());
+  (*session)->CloseInput();
+  Drained d = Drain(**session);
+  ASSERT_FALSE(d.error.ok());
+  EXPECT_THAT(std::string(d.error.message()), HasSubstr("outside the worker's data root"));
+  EXPECT_EQ(d.error.code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(WorkerServiceTest, DataRootMappedOutputIsUnchanged) {
+  spec_.source.files = {"data/**/*.jpg"};
+  std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  std::vector<Element> source = test::SourceElements(spec_, 0);
+  std::vector<Element> expected = test::RunLocally(spec_, source, 0, 3);
+  std::filesystem::current_path(cwd);
+  WorkerOptions options;
+  options.data_root = dir_.path();
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(3));
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->AddSplit(0, source).ok());
+  (*session)->CloseInput();
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  test::ExpectSameById(expected, d.elements);  // the path field is the trainer's own
+}
+
+TEST(MapUnderDataRootTest, ResolvesAndConfines) {
+  EXPECT_EQ(*MapUnderDataRoot("", "a/b.jpg"), "a/b.jpg");
+  EXPECT_EQ(*MapUnderDataRoot("/data", "a/b.jpg"), "/data/a/b.jpg");
+  EXPECT_EQ(*MapUnderDataRoot("/data/", "./a/../b.jpg"), "/data/b.jpg");
+  EXPECT_EQ(*MapUnderDataRoot("/data", "/data/x/y.jpg"), "/data/x/y.jpg");
+  EXPECT_FALSE(MapUnderDataRoot("/data", "/etc/passwd").ok());
+  EXPECT_FALSE(MapUnderDataRoot("/data", "../etc/passwd").ok());
+  EXPECT_FALSE(MapUnderDataRoot("/data", "a/../../etc/passwd").ok());
+  EXPECT_FALSE(MapUnderDataRoot("/data", "/data2/x.jpg").ok());
+  EXPECT_FALSE(MapUnderDataRoot("/data", "").ok());
+}
+
+TEST_F(WorkerServiceTest, RejectsSplitsThatDoNotFitTheSchema) {
+  WorkerService service(WorkerOptions{});
+  auto session = service.OpenSession(Request(2, ReadMode::kLocalRead));
+  ASSERT_TRUE(session.ok());
+  // Source elements lack `data`: local_read splits carry the bytes.
+  Status s = (*session)->AddSplit(0, test::SourceElements(spec_, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("expects"));
+  EXPECT_FALSE((*session)->AddEncodedSplit(1, "garbage", "").ok());
+}
+
+TEST_F(WorkerServiceTest, CapsQueuedInputPerSession) {
+  WorkerOptions options;
+  options.max_session_bytes = 4096;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(2, ReadMode::kLocalRead));
+  ASSERT_TRUE(session.ok());
+  std::vector<Element> split = test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, 1);
+  Status s = (*session)->AddSplit(0, std::move(split));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("per-session memory cap"));
+}
+
+TEST_F(WorkerServiceTest, RejectsElementsOverTheMessageLimit) {
+  WorkerOptions options;
+  options.max_message_bytes = 8192;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(3));  // after the crop: 24x24x3 u8, small
+  ASSERT_TRUE(session.ok());
+  SendEpoch(**session, ReadMode::kRemoteRead);
+  Drained ok = Drain(**session);
+  EXPECT_TRUE(ok.error.ok()) << ok.error;
+
+  auto decoded = service.OpenSession(Request(2));  // decoded images are ~10 KB each
+  ASSERT_TRUE(decoded.ok());
+  // The session fails at the first decoded sample; later splits may find it over.
+  (void)(*decoded)->AddSplit(0, test::SourceElements(spec_, 0));
+  Drained d = Drain(**decoded);
+  ASSERT_FALSE(d.error.ok());
+  EXPECT_EQ(d.error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(d.error.message()), HasSubstr("over the message limit of 8192"));
+}
+
+// Local_read with no remote ops: every output equals its input, 8 KiB + a small header.
+TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
+  WorkerOptions options;
+  options.threads = 2;
+  WorkerService service(options);
+  OpenRequest request = Request(1, ReadMode::kLocalRead);
+  const size_t window = 64 << 10;
+  request.max_inflight_bytes = window;
+  auto session = service.OpenSession(request);
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ((*session)->info().max_inflight_bytes, window);
+  const int total = 200;
+  std::vector<Element> split;
+  for (int i = 0; i < total; ++i) {
+    Element e;
+    e.id = {0, static_cast<uint64_t>(i)};
+    e.origin = "f.jpg";
+    e.tensors.push_back(Tensor::FromBytes("data/f.jpg"));
+    e.tensors.push_back(Tensor::FromBytes("L"));
+    e.tensors.back() = Tensor::Scalar(1);
+    e.tensors.push_back(Tensor::Zeros(DType::kBytes, {8192}));
+    split.push_back(std::move(e));
+  }
+  ASSERT_TRUE((*session)->AddSplit(0, std::move(split)).ok());
+  (*session)->CloseInput();
+
+  // Take chunks without crediting them until nothing more comes.
+  std::vector<WorkerOutput> taken;
+  size_t samples = 0;
+  while (true) {
+    WorkerOutput out;
+    if ((*session)->NextOutput(&out, 500) != WorkerSession::Next::kOutput) break;
+    if (out.kind == WorkerOutput::Kind::kChunk) {
+      samples += out.samples;
+      taken.push_back(std::move(out));
+    }
+  }
+  EXPECT_LT(samples, static_cast<size_t>(total));
+  EXPECT_GT(samples, 0u);
+  EXPECT_LE((*session)->peak_buffered_bytes(), window);
+  // Crediting lets it finish, still within the window.
+  for (WorkerOutput& out : taken) (*session)->AddCredit(out.chunk.wire_bytes());
+  Drained rest = Drain(**session);
+  EXPECT_EQ(samples + rest.elements.size(), static_cast<size_t>(total));
+  EXPECT_LE((*session)->peak_buffered_bytes(), window);
+  ASSERT_EQ(rest.done.size(), 1u);
+  EXPECT_EQ(rest.done.begin()->second.delivered, static_cast<uint64_t>(total));
+}
+
+TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
+  WorkerOptions options;
+  options.metrics_interval_s = 0.01;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  WorkerOutput out;
+  ASSERT_EQ((*session)->NextOutput(&out, 5000), WorkerSession::Next::kOutput);
+  EXPECT_EQ(out.kind, WorkerOutput::Kind::kMetrics);
+  ASSERT_EQ(out.metrics.size(), 2u);
+  EXPECT_EQ(out.metrics[1].name, "decode_jpeg");
+  EXPECT_EQ(out.metrics[1].position, 1);
+}
+
+TEST_F(WorkerServiceTest, ShutdownEndsOpenSessions) {
+  auto service = std::make_unique<WorkerService>(WorkerOptions{});
+  auto session = service->OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  service->Shutdown();
+  WorkerOutput out;
+  EXPECT_EQ((*session)->NextOutput(&out, 5000), WorkerSession::Next::kEnd);
+  EXPECT_EQ(service->OpenSession(Request(2)).status().code(), absl::StatusCode::kUnavailable);
+  service.reset();  // the session outlives the service safely
+  EXPECT_FALSE((*session)->AddSplit(0, {}).ok());
+}
+
+}  // namespace
+}  // namespace sluice::rpc
