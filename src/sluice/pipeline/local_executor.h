@@ -1,8 +1,13 @@
 // LocalExecutor: builds and runs a whole PipelineSpec in this process:
 //   source -> parallel map (all ops, fused per sample) -> [shuffle buffer] -> [batch |
-//   padded batch] -> prefetch, repeated for `epochs`.
-// Errors on one sample follow options.on_error. Thread-compatible (one consumer);
-// Cancel() from any thread. Destruction cancels and joins.
+//   padded batch] -> prefetch; the source walks `epochs` epochs itself (each its own
+//   permutation), so the stages after it see one continuous stream.
+// Errors on one sample follow options.on_error. Memory is bounded by the stage capacities:
+// the map keeps at most 2 x threads samples in flight, the shuffle buffer `shuffle_buffer`
+// samples, the prefetch queue `prefetch` batches, each also capped in bytes by a share of
+// ExecutorOptions::max_buffered_bytes (a quarter to the map, a quarter to the shuffle
+// buffer, half to the prefetch queue).
+// Thread-compatible (one consumer); Cancel() from any thread. Destruction cancels and joins.
 #ifndef SLUICE_PIPELINE_LOCAL_EXECUTOR_H_
 #define SLUICE_PIPELINE_LOCAL_EXECUTOR_H_
 
@@ -13,6 +18,7 @@
 #include "sluice/core/status.h"
 #include "sluice/ops/registry.h"
 #include "sluice/pipeline/iterator.h"
+#include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
 
@@ -32,7 +38,8 @@ class LocalExecutor {
       const ops::Registry& registry = ops::Registry::Builtin());
   ~LocalExecutor();
 
-  // The next batch (or sample, without batching).
+  // The next batch (or sample, without batching). Counts stats().samples_out (the
+  // samples in it) and stats().batches_out (one per call that returns an element).
   Status GetNext(Element* out, bool* end_of_stream);
   void Cancel();
 
@@ -41,11 +48,14 @@ class LocalExecutor {
   int threads() const { return threads_; }
   // Samples per epoch after `take` (known once the source is resolved).
   int64_t samples_per_epoch() const { return samples_per_epoch_; }
+  // The resolved file list (paths, labels, class names).
+  const SourceFiles& source_files() const { return *files_; }
 
  private:
   LocalExecutor() = default;
   std::unique_ptr<PipelineStats> stats_;
-  std::vector<std::unique_ptr<ops::Op>> ops_;
+  std::shared_ptr<const SourceFiles> files_;
+  std::vector<std::unique_ptr<ops::Op>> ops_;  // outlives root_, whose map points at them
   std::unique_ptr<Iterator> root_;
   int threads_ = 1;
   int64_t samples_per_epoch_ = 0;

@@ -1,0 +1,277 @@
+#include "sluice/pipeline/batch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace sluice::pipeline {
+namespace {
+
+// IEEE binary32 -> binary16, round to nearest even.
+uint16_t FloatToHalf(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, sizeof(f));
+  uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
+  int32_t exp = static_cast<int32_t>((f >> 23) & 0xffu);
+  uint32_t mant = f & 0x7fffffu;
+  if (exp == 0xff) return sign | 0x7c00u | (mant != 0 ? 0x200u : 0u);  // inf / nan
+  int32_t e = exp - 127 + 15;
+  if (e >= 31) return sign | 0x7c00u;  // overflow: infinity
+  if (e <= 0) {                        // subnormal half (or zero)
+    if (e < -10) return sign;
+    mant |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half_mant = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
+    return static_cast<uint16_t>(sign | half_mant);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into inf
+  return static_cast<uint16_t>(half);
+}
+
+// A byte string (`path`, `data`): stacked NUL-padded even without padded batching.
+bool IsByteString(const FieldSpec& field) {
+  return field.dtype == DType::kBytes && field.rank() == 1;
+}
+
+bool IsRagged(const FieldSpec& field) {
+  return std::find(field.shape.begin(), field.shape.end(), kUnknownDim) != field.shape.end();
+}
+
+std::string ShapeFieldName(const std::string& field) { return field + "_shape"; }
+
+// Copies `src` (shape `src_shape`) into the leading corner of `dst` (shape `dst_shape`,
+// same rank, every dim >= the source's), row by row.
+void CopyPadded(const uint8_t* src, const Shape& src_shape, uint8_t* dst, const Shape& dst_shape,
+                size_t elem_size, size_t dim) {
+  if (dim + 1 >= src_shape.size()) {
+    size_t n = src_shape.empty() ? 1 : static_cast<size_t>(src_shape.back());
+    std::memcpy(dst, src, n * elem_size);
+    return;
+  }
+  size_t src_stride = elem_size, dst_stride = elem_size;
+  for (size_t d = dim + 1; d < src_shape.size(); ++d) {
+    src_stride *= static_cast<size_t>(src_shape[d]);
+    dst_stride *= static_cast<size_t>(dst_shape[d]);
+  }
+  for (int64_t i = 0; i < src_shape[dim]; ++i) {
+    CopyPadded(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, elem_size,
+               dim + 1);
+  }
+}
+
+double PaddingFor(const BatchOptions& options, const std::string& field) {
+  auto it = options.padding_values.find(field);
+  return it != options.padding_values.end() ? it->second : options.padding_value;
+}
+
+std::string Quoted(const std::string& origin) {
+  return origin.empty() ? "an element without a file" : absl::StrCat("'", origin, "'");
+}
+
+}  // namespace
+
+void FillValue(DType dtype, double value, void* dst, size_t count) {
+  auto fill = [&](auto typed) {
+    using T = decltype(typed);
+    T* p = static_cast<T*>(dst);
+    std::fill(p, p + count, typed);
+  };
+  switch (dtype) {
+    case DType::kU8:
+    case DType::kBytes:
+      fill(static_cast<uint8_t>(value));
+      break;
+    case DType::kI16:
+      fill(static_cast<int16_t>(value));
+      break;
+    case DType::kI32:
+      fill(static_cast<int32_t>(value));
+      break;
+    case DType::kI64:
+      fill(static_cast<int64_t>(value));
+      break;
+    case DType::kF16:
+      fill(FloatToHalf(static_cast<float>(value)));
+      break;
+    case DType::kF32:
+      fill(static_cast<float>(value));
+      break;
+    case DType::kF64:
+      fill(value);
+      break;
+  }
+}
+
+StatusOr<Schema> BatchSchema(const Schema& input, const BatchOptions& options) {
+  if (options.size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.size: must be at least 1, got ", options.size));
+  }
+  int64_t batch_dim = options.drop_remainder ? options.size : kUnknownDim;
+  Schema out;
+  std::vector<FieldSpec> shape_fields;
+  for (const FieldSpec& f : input.fields()) {
+    FieldSpec b = f;
+    b.shape.insert(b.shape.begin(), batch_dim);
+    out.Set(b);
+    if (options.padded && IsRagged(f)) {
+      shape_fields.push_back({ShapeFieldName(f.name), DType::kI64, {batch_dim, f.rank()}});
+    }
+  }
+  for (FieldSpec& f : shape_fields) {
+    if (input.IndexOf(f.name) >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("padded_batch: cannot add field '", f.name,
+                                                     "': the element already has one"));
+    }
+    out.Set(std::move(f));
+  }
+  if (options.padded) {
+    for (const auto& [name, value] : options.padding_values) {
+      if (input.IndexOf(name) < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("padded_batch.padding_values: ", input.Find(name).status().message()));
+      }
+    }
+  }
+  return out;
+}
+
+StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
+                             const BatchOptions& options) {
+  const int64_t n = static_cast<int64_t>(members.size());
+  Element batch;
+  batch.id = members.front().id;
+  batch.members.reserve(members.size());
+  for (const Element& m : members) batch.members.push_back(m.id);
+
+  for (const Element& m : members) {
+    if (static_cast<int>(m.tensors.size()) != input.size()) {
+      return absl::InternalError(absl::StrCat("batch: element from ", Quoted(m.origin), " has ",
+                                              m.tensors.size(), " tensors, its schema is ",
+                                              input.ToString()));
+    }
+  }
+  std::vector<Tensor> shape_tensors;
+  for (int f = 0; f < input.size(); ++f) {
+    const FieldSpec& field = input.field(f);
+    const Element& first = members.front();
+    const bool record_shape = options.padded && IsRagged(field);
+    const bool pad = record_shape || IsByteString(field);
+    Shape max_shape = first.tensors[f].shape();
+    for (const Element& m : members) {
+      const Tensor& t = m.tensors[f];
+      if (t.dtype() != field.dtype || t.rank() != field.rank()) {
+        return absl::InvalidArgumentError(absl::StrCat("batch: field '", field.name, "' of ",
+                                                       Quoted(m.origin), " is ", t.DebugString(),
+                                                       ", expected ", field.ToString()));
+      }
+      if (t.shape() == max_shape) continue;
+      if (!pad) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: field '", field.name, "' has shape ",
+                         ShapeToString(first.tensors[f].shape()), " in ", Quoted(first.origin),
+                         " but ", ShapeToString(t.shape()), " in ", Quoted(m.origin),
+                         "; every element of a batch needs the same shape: resize them to "
+                         "a common size, or use padded_batch"));
+      }
+      for (int d = 0; d < t.rank(); ++d) max_shape[d] = std::max(max_shape[d], t.dim(d));
+    }
+
+    Shape out_shape = max_shape;
+    out_shape.insert(out_shape.begin(), n);
+    Tensor out = Tensor::Empty(field.dtype, out_shape);
+    const size_t elem = DTypeSize(field.dtype);
+    const size_t row_bytes = static_cast<size_t>(NumElements(max_shape)) * elem;
+    uint8_t* dst = out.mutable_raw();
+    if (!pad) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (row_bytes > 0) std::memcpy(dst + i * row_bytes, members[i].tensors[f].raw(), row_bytes);
+      }
+    } else {
+      FillValue(field.dtype, record_shape ? PaddingFor(options, field.name) : 0.0, dst,
+                static_cast<size_t>(out.num_elements()));
+      for (int64_t i = 0; i < n; ++i) {
+        const Tensor& t = members[i].tensors[f];
+        if (t.nbytes() > 0) {
+          CopyPadded(t.raw(), t.shape(), dst + i * row_bytes, max_shape, elem, 0);
+        }
+      }
+      if (record_shape) {
+        Tensor shapes = Tensor::Empty(DType::kI64, {n, field.rank()});
+        int64_t* s = shapes.mutable_data<int64_t>();
+        for (int64_t i = 0; i < n; ++i) {
+          const Tensor& t = members[i].tensors[f];
+          for (int d = 0; d < t.rank(); ++d) s[i * field.rank() + d] = t.dim(d);
+        }
+        shape_tensors.push_back(std::move(shapes));
+      }
+    }
+    batch.tensors.push_back(std::move(out));
+    // Free each member's field as soon as it is copied: halves the peak of a large batch.
+    for (Element& m : members) m.tensors[f] = Tensor();
+  }
+  for (Tensor& t : shape_tensors) batch.tensors.push_back(std::move(t));
+  return batch;
+}
+
+StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::unique_ptr<Iterator> input,
+                                                               BatchOptions options) {
+  SLUICE_ASSIGN_OR_RETURN(Schema schema, BatchSchema(input->schema(), options));
+  return std::unique_ptr<BatchIterator>(
+      new BatchIterator(std::move(input), std::move(options), std::move(schema)));
+}
+
+void BatchIterator::Cancel() {
+  cancelled_.store(true, std::memory_order_relaxed);
+  input_->Cancel();
+}
+
+Status BatchIterator::GetNext(Element* out, bool* end_of_stream) {
+  if (cancelled_.load(std::memory_order_relaxed)) {
+    return absl::CancelledError("pipeline cancelled");
+  }
+  if (done_) {
+    *end_of_stream = final_status_.ok();
+    return final_status_;
+  }
+  std::vector<Element> members;
+  members.reserve(static_cast<size_t>(options_.size));
+  while (static_cast<int64_t>(members.size()) < options_.size) {
+    Element e;
+    bool eos = false;
+    Status status = input_->GetNext(&e, &eos);
+    if (!status.ok()) {
+      if (!absl::IsCancelled(status)) {
+        done_ = true;
+        final_status_ = status;
+      }
+      return status;
+    }
+    if (eos) {
+      done_ = true;
+      break;
+    }
+    members.push_back(std::move(e));
+  }
+  if (members.empty() ||
+      (options_.drop_remainder && static_cast<int64_t>(members.size()) < options_.size)) {
+    *end_of_stream = true;
+    return absl::OkStatus();
+  }
+  StatusOr<Element> batch = StackBatch(std::move(members), input_->schema(), options_);
+  if (!batch.ok()) {
+    done_ = true;
+    final_status_ = batch.status();
+    return final_status_;
+  }
+  *out = *std::move(batch);
+  *end_of_stream = false;
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::pipeline

@@ -1,0 +1,77 @@
+// Batching: BatchIterator groups `size` consecutive elements of its input into one batch
+// element whose tensors gain a leading dimension (DESIGN.md section 3).
+//
+// Plain batching needs every member's field to have the same shape; a mismatch is an
+// error naming the field, both shapes and both files, and suggesting padded_batch or a
+// resize. Byte strings (rank-1 `bytes` fields such as `path`) are the exception: they are
+// padded with NUL bytes to the longest in the batch, the way NumPy stores fixed-width byte
+// strings (dtype S<n>, which drops the trailing NULs on reading), so file paths survive
+// batching. Padded batching pads each field that has a per-sample (unknown) dimension in
+// the schema to the batch maximum with `padding_value` (or `padding_values[field]`) and
+// adds a field `<field>_shape`: i64[batch, rank] holding every member's original shape.
+// A batch element's `members` are the members' SampleIds in order; its `id` is the first
+// member's.
+//
+// Runs in the consumer's thread; thread-compatible, Cancel() from any thread (iterator.h).
+#ifndef SLUICE_PIPELINE_BATCH_H_
+#define SLUICE_PIPELINE_BATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/pipeline/iterator.h"
+
+namespace sluice::pipeline {
+
+struct BatchOptions {
+  int64_t size = 1;  // >= 1
+  bool drop_remainder = false;
+  bool padded = false;
+  double padding_value = 0;
+  std::map<std::string, double> padding_values;  // per field, overrides padding_value
+};
+
+// The schema of the batches made from elements of `input`: a leading batch dimension
+// (known only with drop_remainder), and with padding the `<field>_shape` fields.
+// InvalidArgument for a size < 1, a padding value for a field that does not exist, or a
+// `<field>_shape` name that is already taken.
+StatusOr<Schema> BatchSchema(const Schema& input, const BatchOptions& options);
+
+// Stacks `members` (all of `input` schema) into one batch element. `members` is consumed.
+// REQUIRES: !members.empty().
+StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
+                             const BatchOptions& options);
+
+// Fills `count` values of `dtype` at `dst` with `value` converted to that dtype.
+void FillValue(DType dtype, double value, void* dst, size_t count);
+
+class BatchIterator : public Iterator {
+ public:
+  static StatusOr<std::unique_ptr<BatchIterator>> Create(std::unique_ptr<Iterator> input,
+                                                         BatchOptions options);
+
+  Status GetNext(Element* out, bool* end_of_stream) override;
+  void Cancel() override;
+  const Schema& schema() const override { return schema_; }
+
+ private:
+  BatchIterator(std::unique_ptr<Iterator> input, BatchOptions options, Schema schema)
+      : input_(std::move(input)), options_(std::move(options)), schema_(std::move(schema)) {}
+
+  std::unique_ptr<Iterator> input_;
+  const BatchOptions options_;
+  const Schema schema_;
+  std::atomic<bool> cancelled_{false};
+  bool done_ = false;
+  Status final_status_;
+};
+
+}  // namespace sluice::pipeline
+
+#endif  // SLUICE_PIPELINE_BATCH_H_

@@ -1,0 +1,231 @@
+#include "sluice/pipeline/batch.h"
+
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/pipeline/test_util.h"
+
+namespace sluice::pipeline {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing_util::Drain;
+using testing_util::MakeElement;
+using testing_util::VectorIterator;
+
+Tensor Filled(DType dtype, Shape shape, float value) {
+  Tensor t = Tensor::Empty(dtype, shape);
+  FillValue(dtype, value, t.mutable_raw(), static_cast<size_t>(t.num_elements()));
+  return t;
+}
+
+// Elements {id: i32[] = i, img: u8[2,3] = i}.
+std::unique_ptr<Iterator> Fixed(int n) {
+  Schema schema({{"id", DType::kI32, {}}, {"img", DType::kU8, {2, 3}}});
+  std::vector<Element> elements;
+  for (int i = 0; i < n; ++i) {
+    elements.push_back(MakeElement(i, {Filled(DType::kI32, {}, i), Filled(DType::kU8, {2, 3}, i)}));
+  }
+  return std::make_unique<VectorIterator>(schema, elements);
+}
+
+std::unique_ptr<BatchIterator> Batch(std::unique_ptr<Iterator> input, BatchOptions options) {
+  StatusOr<std::unique_ptr<BatchIterator>> it = BatchIterator::Create(std::move(input), options);
+  EXPECT_TRUE(it.ok()) << it.status();
+  return it.ok() ? *std::move(it) : nullptr;
+}
+
+TEST(BatchTest, StacksIntoALeadingDimension) {
+  BatchOptions options;
+  options.size = 4;
+  auto it = Batch(Fixed(10), options);
+  EXPECT_EQ(it->schema().ToString(), "{id: i32[?], img: u8[?,2,3]}");
+  std::vector<Element> batches = Drain(*it);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].tensors[0].shape(), (Shape{4}));
+  EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(batches[2].tensors[1].shape(), (Shape{2, 2, 3}));  // the remainder
+  int next = 0;
+  for (const Element& b : batches) {
+    EXPECT_EQ(b.id, b.members.front());
+    for (size_t i = 0; i < b.members.size(); ++i, ++next) {
+      EXPECT_EQ(b.members[i], (SampleId{0, static_cast<uint64_t>(next)}));
+      EXPECT_EQ(b.tensors[0].data<int32_t>()[i], next);
+      for (int k = 0; k < 6; ++k) EXPECT_EQ(b.tensors[1].data<uint8_t>()[i * 6 + k], next);
+    }
+  }
+  EXPECT_EQ(next, 10);
+  Element e;
+  bool eos = false;
+  ASSERT_TRUE(it->GetNext(&e, &eos).ok());
+  EXPECT_TRUE(eos);
+}
+
+TEST(BatchTest, DropRemainder) {
+  BatchOptions options;
+  options.size = 4;
+  options.drop_remainder = true;
+  auto it = Batch(Fixed(10), options);
+  EXPECT_EQ(it->schema().ToString(), "{id: i32[4], img: u8[4,2,3]}");
+  std::vector<Element> batches = Drain(*it);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[1].members.back(), (SampleId{0, 7}));
+  options.size = 5;
+  EXPECT_EQ(Drain(*Batch(Fixed(10), options)).size(), 2u);
+  EXPECT_EQ(Drain(*Batch(Fixed(3), options)).size(), 0u);
+}
+
+TEST(BatchTest, ShapeMismatchNamesFieldShapesFilesAndTheFix) {
+  Schema schema({{"image", DType::kU8, {kUnknownDim, kUnknownDim, 3}}});
+  std::vector<Element> elements = {
+      MakeElement(0, {Tensor::Zeros(DType::kU8, {224, 224, 3})}),
+      MakeElement(1, {Tensor::Zeros(DType::kU8, {224, 224, 3})}),
+      MakeElement(2, {Tensor::Zeros(DType::kU8, {200, 180, 3})}),
+  };
+  BatchOptions options;
+  options.size = 3;
+  auto it = Batch(std::make_unique<VectorIterator>(schema, elements), options);
+  Element e;
+  bool eos = false;
+  Status s = it->GetNext(&e, &eos);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr("'image'"));
+  EXPECT_THAT(m, HasSubstr("[224,224,3]"));
+  EXPECT_THAT(m, HasSubstr("[200,180,3]"));
+  EXPECT_THAT(m, HasSubstr("'file0'"));
+  EXPECT_THAT(m, HasSubstr("'file2'"));
+  EXPECT_THAT(m, HasSubstr("padded_batch"));
+  EXPECT_THAT(m, HasSubstr("resize"));
+  EXPECT_EQ(it->GetNext(&e, &eos), s);  // sticky
+}
+
+TEST(BatchTest, ByteStringsOfDifferentLengthsAreNulPadded) {
+  Schema schema({{"path", DType::kBytes, {kUnknownDim}}});
+  std::vector<Element> elements = {MakeElement(0, {Tensor::FromBytes("a/bb.jpg")}),
+                                   MakeElement(1, {Tensor::FromBytes("a/b.jpg")}),
+                                   MakeElement(2, {Tensor::FromBytes("")})};
+  BatchOptions options;
+  options.size = 3;
+  auto it = Batch(std::make_unique<VectorIterator>(schema, elements), options);
+  EXPECT_EQ(it->schema().ToString(), "{path: bytes[?,?]}");
+  std::vector<Element> batches = Drain(*it);
+  ASSERT_EQ(batches.size(), 1u);
+  const Tensor& t = batches[0].tensors[0];
+  ASSERT_EQ(t.shape(), (Shape{3, 8}));
+  EXPECT_EQ(t.bytes(), std::string("a/bb.jpga/b.jpg\0", 16) + std::string(8, '\0'));
+}
+
+TEST(BatchTest, InputErrorsPassThroughAndStick) {
+  Schema schema({{"x", DType::kI64, {}}});
+  std::vector<Element> elements = {MakeElement(0, {Tensor::Scalar(1)})};
+  BatchOptions options;
+  options.size = 2;
+  auto it =
+      Batch(std::make_unique<VectorIterator>(schema, elements, absl::DataLossError("x")), options);
+  Element e;
+  bool eos = false;
+  EXPECT_EQ(it->GetNext(&e, &eos).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(it->GetNext(&e, &eos).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(PaddedBatchTest, PadsRaggedFieldsAndRecordsShapes) {
+  Schema schema({{"seq", DType::kF32, {kUnknownDim, kUnknownDim}},
+                 {"label", DType::kI64, {}},
+                 {"tokens", DType::kI32, {kUnknownDim}}});
+  auto seq = [](int rows, int cols, float v) { return Filled(DType::kF32, {rows, cols}, v); };
+  std::vector<Element> elements = {
+      MakeElement(0, {seq(1, 3, 1), Tensor::Scalar(10), Filled(DType::kI32, {2}, 7)}),
+      MakeElement(1, {seq(2, 1, 2), Tensor::Scalar(11), Filled(DType::kI32, {0}, 0)}),
+  };
+  BatchOptions options;
+  options.size = 2;
+  options.padded = true;
+  options.padding_value = -1;
+  options.padding_values = {{"tokens", 99}};
+  auto it = Batch(std::make_unique<VectorIterator>(schema, elements), options);
+  EXPECT_EQ(it->schema().ToString(),
+            "{seq: f32[?,?,?], label: i64[?], tokens: i32[?,?], seq_shape: i64[?,2], "
+            "tokens_shape: i64[?,1]}");
+  std::vector<Element> batches = Drain(*it);
+  ASSERT_EQ(batches.size(), 1u);
+  const Element& b = batches[0];
+  ASSERT_EQ(b.tensors.size(), 5u);
+  ASSERT_EQ(b.tensors[0].shape(), (Shape{2, 2, 3}));
+  const float* s = b.tensors[0].data<float>();
+  EXPECT_THAT(std::vector<float>(s, s + 12),
+              ElementsAre(1, 1, 1, -1, -1, -1,     // member 0: 1x3, one padded row
+                          2, -1, -1, 2, -1, -1));  // member 1: 2x1, padded columns
+  EXPECT_THAT(std::vector<int64_t>(b.tensors[1].data<int64_t>(), b.tensors[1].data<int64_t>() + 2),
+              ElementsAre(10, 11));
+  ASSERT_EQ(b.tensors[2].shape(), (Shape{2, 2}));
+  const int32_t* t = b.tensors[2].data<int32_t>();
+  EXPECT_THAT(std::vector<int32_t>(t, t + 4), ElementsAre(7, 7, 99, 99));
+  ASSERT_EQ(b.tensors[3].shape(), (Shape{2, 2}));
+  const int64_t* ss = b.tensors[3].data<int64_t>();
+  EXPECT_THAT(std::vector<int64_t>(ss, ss + 4), ElementsAre(1, 3, 2, 1));
+  ASSERT_EQ(b.tensors[4].shape(), (Shape{2, 1}));
+  EXPECT_EQ(b.tensors[4].data<int64_t>()[0], 2);
+  EXPECT_EQ(b.tensors[4].data<int64_t>()[1], 0);
+}
+
+TEST(PaddedBatchTest, EqualShapesStillGetAShapeField) {
+  Schema schema({{"v", DType::kU8, {kUnknownDim}}});
+  std::vector<Element> elements = {MakeElement(0, {Filled(DType::kU8, {3}, 1)}),
+                                   MakeElement(1, {Filled(DType::kU8, {3}, 2)})};
+  BatchOptions options;
+  options.size = 2;
+  options.padded = true;
+  std::vector<Element> batches =
+      Drain(*Batch(std::make_unique<VectorIterator>(schema, elements), options));
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].tensors[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{2, 1}));
+}
+
+TEST(PaddedBatchTest, HalfPrecisionPadding) {
+  uint16_t h = 0;
+  FillValue(DType::kF16, 1.0, &h, 1);
+  EXPECT_EQ(h, 0x3c00);
+  FillValue(DType::kF16, -2.0, &h, 1);
+  EXPECT_EQ(h, 0xc000);
+  FillValue(DType::kF16, 0.0, &h, 1);
+  EXPECT_EQ(h, 0x0000);
+  FillValue(DType::kF16, 65504.0, &h, 1);
+  EXPECT_EQ(h, 0x7bff);
+  FillValue(DType::kF16, 1e6, &h, 1);
+  EXPECT_EQ(h, 0x7c00);  // overflow: infinity
+  FillValue(DType::kF16, 5.960464477539063e-08, &h, 1);
+  EXPECT_EQ(h, 0x0001);  // the smallest subnormal
+}
+
+TEST(BatchSchemaTest, RejectsBadOptions) {
+  Schema schema({{"v", DType::kU8, {kUnknownDim}}, {"v_shape", DType::kI64, {1}}});
+  BatchOptions options;
+  options.size = 0;
+  EXPECT_THAT(std::string(BatchSchema(schema, options).status().message()),
+              HasSubstr("batch.size"));
+  options.size = 2;
+  EXPECT_TRUE(BatchSchema(schema, options).ok());
+  options.padded = true;
+  EXPECT_THAT(std::string(BatchSchema(schema, options).status().message()), HasSubstr("'v_shape'"));
+  Schema plain({{"v", DType::kU8, {kUnknownDim}}});
+  options.padding_values = {{"nope", 1}};
+  EXPECT_THAT(std::string(BatchSchema(plain, options).status().message()),
+              HasSubstr("padding_values: no field 'nope'"));
+}
+
+TEST(BatchTest, CancelStopsIt) {
+  BatchOptions options;
+  options.size = 2;
+  auto it = Batch(Fixed(10), options);
+  it->Cancel();
+  Element e;
+  bool eos = false;
+  EXPECT_TRUE(absl::IsCancelled(it->GetNext(&e, &eos)));
+}
+
+}  // namespace
+}  // namespace sluice::pipeline

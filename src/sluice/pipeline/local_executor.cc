@@ -1,0 +1,125 @@
+#include "sluice/pipeline/local_executor.h"
+
+#include <utility>
+
+#include "sluice/core/cpu_budget.h"
+#include "sluice/pipeline/batch.h"
+#include "sluice/pipeline/build.h"
+#include "sluice/pipeline/iterators.h"
+#include "sluice/pipeline/map.h"
+
+namespace sluice::pipeline {
+namespace {
+
+Status CheckSpec(const PipelineSpec& spec) {
+  if (spec.epochs == 0 || spec.epochs < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
+  }
+  if (spec.take < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("take: must be -1 (all) or at least 0; got ", spec.take));
+  }
+  if (spec.prefetch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: must be at least 0; got ", spec.prefetch));
+  }
+  if (spec.shuffle_buffer < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shuffle_buffer: must be at least 0; got ", spec.shuffle_buffer));
+  }
+  if (spec.batch.size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.size: must be at least 1; got ", spec.batch.size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpec& spec,
+                                                               const ExecutorOptions& options,
+                                                               const ops::Registry& registry) {
+  SLUICE_RETURN_IF_ERROR(CheckSpec(spec));
+  std::unique_ptr<LocalExecutor> ex(new LocalExecutor());
+
+  SLUICE_ASSIGN_OR_RETURN(SourceFiles files, ResolveSource(spec.source));
+  ex->files_ = std::make_shared<const SourceFiles>(std::move(files));
+  ex->samples_per_epoch_ = SamplesPerEpoch(*ex->files_, spec.take);
+  const bool with_label = spec.source.label == LabelMode::kParentDir;
+
+  SLUICE_ASSIGN_OR_RETURN(BuiltOps built, BuildOps(spec.ops, spec.source.seed, registry,
+                                                   SourceSchema(spec.source.label)));
+  ex->stats_ = std::make_unique<PipelineStats>();
+  ex->stats_->Init(built.names);
+
+  if (options.threads > 0) {
+    ex->threads_ = options.threads;
+  } else if (spec.options.threads > 0) {
+    ex->threads_ = spec.options.threads;
+  } else {
+    ex->threads_ = ProbeCpuBudget().threads();
+  }
+
+  SourceOptions source_options;
+  source_options.shuffle = spec.source.shuffle;
+  source_options.seed = spec.source.seed;
+  source_options.take = spec.take;
+  source_options.epochs = spec.epochs;
+  source_options.with_label = with_label;
+  source_options.produced = &ex->stats_->source_samples;
+  std::unique_ptr<Iterator> it = std::make_unique<SourceIterator>(ex->files_, source_options);
+
+  const size_t budget = options.max_buffered_bytes;
+  if (!built.ops.empty()) {
+    MapOptions map_options;
+    map_options.threads = ex->threads_;
+    map_options.deterministic = spec.options.deterministic;
+    map_options.on_error = spec.options.on_error;
+    map_options.max_buffered_bytes = budget / 4;
+    map_options.stats = ex->stats_.get();
+    std::vector<MapStage> stages = MakeStages(built, ex->stats_.get());
+    it = ParallelMapIterator::Create(std::move(it), std::move(stages), built.output_schema,
+                                     map_options);
+  }
+  if (spec.shuffle_buffer > 0) {
+    it = std::make_unique<ShuffleBufferIterator>(
+        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4);
+  }
+  if (spec.batch.size > 0) {
+    BatchOptions batch_options;
+    batch_options.size = spec.batch.size;
+    batch_options.drop_remainder = spec.batch.drop_remainder;
+    batch_options.padded = spec.batch.padded;
+    batch_options.padding_value = spec.batch.padding_value;
+    batch_options.padding_values = spec.batch.padding_values;
+    SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(batch_options)));
+  }
+  if (spec.prefetch > 0) {
+    it = PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch), budget / 2);
+  }
+  ex->ops_ = std::move(built.ops);
+  ex->root_ = std::move(it);
+  return ex;
+}
+
+LocalExecutor::~LocalExecutor() {
+  if (root_ != nullptr) root_->Cancel();
+  root_.reset();  // joins every thread before the ops go away
+}
+
+Status LocalExecutor::GetNext(Element* out, bool* end_of_stream) {
+  SLUICE_RETURN_IF_ERROR(root_->GetNext(out, end_of_stream));
+  if (!*end_of_stream) {
+    int64_t samples = out->members.empty() ? 1 : static_cast<int64_t>(out->members.size());
+    stats_->samples_out.fetch_add(samples, std::memory_order_relaxed);
+    stats_->batches_out.fetch_add(1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+void LocalExecutor::Cancel() { root_->Cancel(); }
+
+const Schema& LocalExecutor::output_schema() const { return root_->schema(); }
+
+}  // namespace sluice::pipeline

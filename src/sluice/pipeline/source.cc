@@ -1,0 +1,328 @@
+#include "sluice/pipeline/source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "sluice/core/rng.h"
+
+namespace sluice::pipeline {
+namespace fs = std::filesystem;
+namespace {
+
+bool HasWildcard(std::string_view component) {
+  return component.find_first_of("*?[") != std::string_view::npos;
+}
+
+// Matches one character `c` against the bracket expression starting at pattern[open]
+// ('['). Returns false if the expression is not closed (then '[' is an ordinary
+// character); otherwise sets *matched and *next (the index after the closing ']').
+bool MatchClass(std::string_view pattern, size_t open, char c, bool* matched, size_t* next) {
+  size_t i = open + 1;
+  bool negate = false;
+  if (i < pattern.size() && (pattern[i] == '!' || pattern[i] == '^')) {
+    negate = true;
+    ++i;
+  }
+  bool found = false;
+  bool first = true;
+  while (i < pattern.size() && (first || pattern[i] != ']')) {
+    first = false;
+    char lo = pattern[i];
+    char hi = lo;
+    if (i + 2 < pattern.size() && pattern[i + 1] == '-' && pattern[i + 2] != ']') {
+      hi = pattern[i + 2];
+      i += 3;
+    } else {
+      i += 1;
+    }
+    if (lo <= c && c <= hi) found = true;
+  }
+  if (i >= pattern.size()) return false;  // no closing ']'
+  *matched = found != negate;
+  *next = i + 1;
+  return true;
+}
+
+std::string Join(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  if (prefix.back() == '/') return prefix + name;
+  return prefix + "/" + name;
+}
+
+std::string DirOf(const std::string& prefix) { return prefix.empty() ? "." : prefix; }
+
+struct DirEntry {
+  std::string name;
+  bool is_dir = false;  // a real directory, not a link to one
+};
+
+std::vector<DirEntry> ListDir(const std::string& prefix) {
+  std::vector<DirEntry> out;
+  std::error_code ec;
+  fs::directory_iterator it(DirOf(prefix), ec);
+  if (ec) return out;
+  for (fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) break;
+    DirEntry e;
+    e.name = it->path().filename().string();
+    std::error_code ec2;
+    e.is_dir = it->is_directory(ec2) && !it->is_symlink(ec2);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool IsRegularFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+void Expand(const std::string& prefix, const std::vector<std::string>& comps, size_t i,
+            std::vector<std::string>* out);
+
+// `comps[i]` is "**": zero or more folders below `prefix`.
+void ExpandDoubleStar(const std::string& prefix, const std::vector<std::string>& comps, size_t i,
+                      std::vector<std::string>* out) {
+  Expand(prefix, comps, i + 1, out);
+  for (const DirEntry& e : ListDir(prefix)) {
+    if (e.is_dir && e.name[0] != '.') ExpandDoubleStar(Join(prefix, e.name), comps, i, out);
+  }
+}
+
+void Expand(const std::string& prefix, const std::vector<std::string>& comps, size_t i,
+            std::vector<std::string>* out) {
+  if (i == comps.size()) {
+    if (IsRegularFile(DirOf(prefix))) out->push_back(prefix);
+    return;
+  }
+  const std::string& comp = comps[i];
+  if (comp == "**") {
+    ExpandDoubleStar(prefix, comps, i, out);
+  } else if (!HasWildcard(comp)) {
+    Expand(Join(prefix, comp), comps, i + 1, out);
+  } else {
+    for (const DirEntry& e : ListDir(prefix)) {
+      if (e.name[0] == '.' && comp[0] != '.') continue;
+      if (MatchComponent(comp, e.name)) Expand(Join(prefix, e.name), comps, i + 1, out);
+    }
+  }
+}
+
+std::string CwdNote(const std::string& pattern) {
+  if (!pattern.empty() && pattern[0] == '/') return "";
+  std::error_code ec;
+  fs::path cwd = fs::current_path(ec);
+  if (ec) return "";
+  return absl::StrCat(" (relative to ", cwd.string(), ")");
+}
+
+}  // namespace
+
+bool MatchComponent(std::string_view pattern, std::string_view name) {
+  size_t p = 0, n = 0;
+  size_t star_p = std::string_view::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size()) {
+      char c = pattern[p];
+      if (c == '*') {
+        star_p = p++;
+        star_n = n;
+        continue;
+      }
+      if (c == '?') {
+        ++p;
+        ++n;
+        continue;
+      }
+      bool matched = false;
+      size_t next = 0;
+      if (c == '[' && MatchClass(pattern, p, name[n], &matched, &next)) {
+        if (matched) {
+          p = next;
+          ++n;
+          continue;
+        }
+      } else if (c == name[n]) {
+        ++p;
+        ++n;
+        continue;
+      }
+    }
+    if (star_p == std::string_view::npos) return false;
+    p = star_p + 1;
+    n = ++star_n;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+StatusOr<std::vector<std::string>> ExpandGlob(const std::string& pattern) {
+  if (pattern.empty()) return absl::InvalidArgumentError("empty file pattern");
+  std::string prefix = pattern[0] == '/' ? "/" : "";
+  std::vector<std::string> comps = absl::StrSplit(pattern, '/', absl::SkipEmpty());
+  if (!comps.empty() && comps.back() == "**") comps.push_back("*");
+  std::vector<std::string> out;
+  Expand(prefix, comps, 0, &out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.empty()) {
+    return absl::NotFoundError(absl::StrCat("no files match '", pattern, "'", CwdNote(pattern)));
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::string>> ReadManifest(const std::string& manifest_path) {
+  std::ifstream in(manifest_path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read manifest '", manifest_path, "'", CwdNote(manifest_path)));
+  }
+  std::string base = fs::path(manifest_path).parent_path().string();
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view entry = absl::StripAsciiWhitespace(line);
+    if (entry.empty() || entry[0] == '#') continue;
+    std::string path(entry);
+    if (path[0] != '/' && !base.empty()) path = Join(base, path);
+    out.push_back(std::move(path));
+  }
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("error reading manifest '", manifest_path, "'"));
+  }
+  if (out.empty()) {
+    return absl::NotFoundError(absl::StrCat("manifest '", manifest_path, "' lists no files"));
+  }
+  return out;
+}
+
+StatusOr<SourceFiles> ResolveSource(const SourceSpec& spec) {
+  if (spec.files.empty() == spec.manifest.empty()) {
+    return absl::InvalidArgumentError(spec.files.empty()
+                                          ? "source: give either 'files' or 'manifest'"
+                                          : "source: give either 'files' or 'manifest', not both");
+  }
+  SourceFiles files;
+  if (!spec.manifest.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(files.paths, ReadManifest(spec.manifest));
+  } else {
+    std::vector<std::string> seen_sorted;
+    for (const std::string& pattern : spec.files) {
+      SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> matches, ExpandGlob(pattern));
+      std::vector<std::string> fresh;
+      for (std::string& m : matches) {
+        if (!std::binary_search(seen_sorted.begin(), seen_sorted.end(), m)) {
+          fresh.push_back(std::move(m));
+        }
+      }
+      files.paths.insert(files.paths.end(), fresh.begin(), fresh.end());
+      // `fresh` is sorted (matches were); merge it into the sorted set of seen paths.
+      std::vector<std::string> merged;
+      merged.reserve(seen_sorted.size() + fresh.size());
+      std::merge(seen_sorted.begin(), seen_sorted.end(), fresh.begin(), fresh.end(),
+                 std::back_inserter(merged));
+      seen_sorted = std::move(merged);
+    }
+  }
+  if (spec.label == LabelMode::kParentDir) {
+    std::vector<std::string> parents;
+    parents.reserve(files.paths.size());
+    for (const std::string& p : files.paths) {
+      std::error_code ec;
+      fs::path abs = fs::absolute(fs::path(p), ec);
+      if (ec) abs = fs::path(p);
+      parents.push_back(abs.parent_path().filename().string());
+    }
+    std::map<std::string, int64_t> index;
+    for (const std::string& name : parents) index.emplace(name, 0);
+    int64_t next = 0;
+    for (auto& [name, i] : index) {
+      i = next++;
+      files.class_names.push_back(name);
+    }
+    files.labels.reserve(parents.size());
+    for (const std::string& name : parents) files.labels.push_back(index[name]);
+  }
+  return files;
+}
+
+Schema SourceSchema(LabelMode label) {
+  std::vector<FieldSpec> fields = {{"path", DType::kBytes, {kUnknownDim}}};
+  if (label == LabelMode::kParentDir) fields.push_back({"label", DType::kI64, {}});
+  return Schema(std::move(fields));
+}
+
+std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch) {
+  std::vector<uint64_t> order(count);
+  for (uint64_t i = 0; i < count; ++i) order[i] = i;
+  if (shuffle && count > 1) {
+    Rng rng(SeedFor(seed, epoch, 0, kSourceRngPosition));
+    for (uint64_t i = count - 1; i > 0; --i) {
+      uint64_t j = static_cast<uint64_t>(rng.UniformInt(0, static_cast<int64_t>(i)));
+      std::swap(order[i], order[j]);
+    }
+  }
+  return order;
+}
+
+Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
+                          uint64_t index) {
+  Element e;
+  e.id = SampleId{epoch, index};
+  e.origin = files.paths[index];
+  e.tensors.push_back(Tensor::FromBytes(e.origin));
+  if (with_label) e.tensors.push_back(Tensor::Scalar(files.labels[index]));
+  return e;
+}
+
+int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take) {
+  int64_t n = static_cast<int64_t>(files.paths.size());
+  return take < 0 ? n : std::min(n, take);
+}
+
+SourceIterator::SourceIterator(std::shared_ptr<const SourceFiles> files, SourceOptions options)
+    : files_(std::move(files)),
+      options_(options),
+      schema_(SourceSchema(options.with_label ? LabelMode::kParentDir : LabelMode::kNone)) {
+  per_epoch_ = static_cast<uint64_t>(SamplesPerEpoch(*files_, options_.take));
+  if (options_.with_label && files_->labels.size() != files_->paths.size()) {
+    options_.with_label = false;  // programmer error guard: no labels were resolved
+    schema_ = SourceSchema(LabelMode::kNone);
+  }
+}
+
+Status SourceIterator::GetNext(Element* out, bool* end_of_stream) {
+  if (cancelled_.load(std::memory_order_relaxed)) {
+    return absl::CancelledError("pipeline cancelled");
+  }
+  if (per_epoch_ > 0 && position_ >= per_epoch_) {
+    ++epoch_;
+    position_ = 0;
+    order_ready_ = false;
+  }
+  bool finished =
+      per_epoch_ == 0 || (options_.epochs >= 0 && static_cast<int64_t>(epoch_) >= options_.epochs);
+  if (finished) {
+    *end_of_stream = true;
+    return absl::OkStatus();
+  }
+  if (options_.shuffle && !order_ready_) {
+    order_ = EpochOrder(per_epoch_, true, options_.seed, epoch_);
+    order_ready_ = true;
+  }
+  uint64_t index = options_.shuffle ? order_[position_] : position_;
+  ++position_;
+  *out = MakeSourceElement(*files_, options_.with_label, epoch_, index);
+  *end_of_stream = false;
+  if (options_.produced != nullptr) options_.produced->fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::pipeline

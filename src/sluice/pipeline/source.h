@@ -1,0 +1,111 @@
+// The source of a pipeline: which files it reads, in which order, for how many epochs.
+//
+// ResolveSource() turns a SourceSpec into the list of files once, at build time (globs or a
+// manifest, labels from parent folders). EpochOrder() gives the order in which an epoch
+// visits that list: the identity when not shuffled, else a permutation that depends only
+// on (seed, epoch), so every process and every thread count sees the same order.
+// SourceIterator walks those orders epoch after epoch and emits one Element per file:
+//   path:  bytes[?]  the file path
+//   label: i64[]     the class index (only with `label: parent_dir`)
+// with id = {epoch, index in the resolved list} and origin = the path.
+//
+// The free functions are thread-safe. SourceIterator follows iterator.h (one consumer at a
+// time, Cancel() from any thread).
+#ifndef SLUICE_PIPELINE_SOURCE_H_
+#define SLUICE_PIPELINE_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/pipeline/iterator.h"
+#include "sluice/pipeline/spec.h"
+
+namespace sluice::pipeline {
+
+// The op position reserved for the source's own randomness (the epoch permutation), so its
+// draws never coincide with an op's.
+inline constexpr uint32_t kSourceRngPosition = 0xFFFFFFFFu;
+
+// Expands one glob pattern into the regular files it names, sorted lexicographically.
+// Wildcards work within one path component: `*` (any run of characters), `?` (one
+// character), `[abc]`, `[a-z]`, `[!a-z]` / `[^a-z]`; a component that is exactly `**`
+// matches any number of folders (zero included), and a trailing `**` matches every file
+// below. As in the shell, wildcards do not match a leading '.' (hidden files and folders)
+// unless the pattern component itself starts with '.'. A pattern without wildcards names
+// one file. Returns the paths spelled as the pattern spells them (relative stays relative).
+// NotFound naming the pattern when nothing matches.
+StatusOr<std::vector<std::string>> ExpandGlob(const std::string& pattern);
+
+// True if `name` (one path component) matches the wildcard `pattern` (one component).
+bool MatchComponent(std::string_view pattern, std::string_view name);
+
+// Reads a manifest: one path per line, relative entries taken relative to the manifest's
+// folder, blank lines and lines starting with '#' skipped, surrounding whitespace trimmed.
+StatusOr<std::vector<std::string>> ReadManifest(const std::string& manifest_path);
+
+struct SourceFiles {
+  std::vector<std::string> paths;
+  // With LabelMode::kParentDir: labels[i] is the index of paths[i]'s parent folder name in
+  // class_names (sorted, distinct). Empty otherwise.
+  std::vector<int64_t> labels;
+  std::vector<std::string> class_names;
+};
+
+// Resolves `spec.files` (patterns concatenated in order, later duplicates dropped) or
+// `spec.manifest`. InvalidArgument if neither or both are given; NotFound if nothing is
+// found (naming the pattern or the manifest).
+StatusOr<SourceFiles> ResolveSource(const SourceSpec& spec);
+
+// The schema of the source's elements.
+Schema SourceSchema(LabelMode label);
+
+// The visiting order of `epoch` over the first `count` files: 0..count-1, or a permutation
+// seeded by (seed, epoch) when `shuffle`.
+std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch);
+
+// The element of file `index` in `epoch`.
+Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
+                          uint64_t index);
+
+struct SourceOptions {
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t take = -1;   // -1: every file; else the first `take` files of the resolved list
+  int64_t epochs = 1;  // -1: forever
+  bool with_label = false;
+  // Incremented for every element produced (may be null).
+  std::atomic<int64_t>* produced = nullptr;
+};
+
+// Files visited per epoch: min(take, files) (or all files when take < 0).
+int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take);
+
+class SourceIterator : public Iterator {
+ public:
+  SourceIterator(std::shared_ptr<const SourceFiles> files, SourceOptions options);
+
+  Status GetNext(Element* out, bool* end_of_stream) override;
+  void Cancel() override { cancelled_.store(true, std::memory_order_relaxed); }
+  const Schema& schema() const override { return schema_; }
+
+ private:
+  std::shared_ptr<const SourceFiles> files_;
+  SourceOptions options_;
+  Schema schema_;
+  uint64_t per_epoch_ = 0;
+  uint32_t epoch_ = 0;
+  uint64_t position_ = 0;  // within the current epoch's order
+  bool order_ready_ = false;
+  std::vector<uint64_t> order_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace sluice::pipeline
+
+#endif  // SLUICE_PIPELINE_SOURCE_H_
