@@ -15,11 +15,13 @@ PACKAGES=(
   # remote workers: gRPC, protobuf, wire compression
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler liblz4-dev libzstd-dev
   libssl-dev openssl
+  # audio: FFT
+  libkissfft-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # python side: baselines (PyTorch DataLoader) and plots
   python3 python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
-  python3-matplotlib python3-yaml
+  python3-matplotlib python3-yaml python3-scipy
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/cli/gen_data.h"
+#include "sluice/cli/gen_wav.h"
 #include "sluice/cli/progress.h"
 #include "sluice/cli/report.h"
 #include "sluice/core/clock.h"
@@ -24,9 +25,11 @@ int GenDataCommand(const std::vector<std::string>& args) {
   int64_t width = 500, height = 375, quality = 90, classes = 10, seed = 1;
   double corrupt_fraction = 0;
   int64_t threads = ProbeCpuBudget().threads();
+  int64_t sample_rate = 16000;
+  bool boxes = false;
 
   FlagParser flags(kCommand, "--kind jpeg --count N --out DIR [flags]");
-  flags.AddString("kind", &kind, "KIND", "what to generate; supported: jpeg");
+  flags.AddString("kind", &kind, "KIND", "what to generate; supported: jpeg, wav");
   flags.AddInt("count", &count, "N", "number of files (required)", 1);
   flags.AddString("out", &out, "DIR", "output folder, created if needed (required)");
   flags.AddInt("width", &width, "PX", "image width", 8, 16384);
@@ -39,6 +42,8 @@ int GenDataCommand(const std::vector<std::string>& args) {
                   "share of files planted corrupt (truncated or garbage), listed in corrupt.txt",
                   0.0, 1.0);
   flags.AddInt("threads", &threads, "T", "threads used to generate", 1, 1024);
+  flags.AddInt("sample-rate", &sample_rate, "HZ", "wav: 16000 or 22050", 8000, 48000);
+  flags.AddBool("boxes", &boxes, "jpeg: write a NAME.box bounding-box sidecar per image");
 
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError(kCommand, std::string(s.message()), flags.Usage());
@@ -51,9 +56,9 @@ int GenDataCommand(const std::vector<std::string>& args) {
     return UsageError(kCommand, "unexpected argument '" + flags.positional()[0] + "'",
                       flags.Usage());
   }
-  if (kind != "jpeg") {
-    const bool planned = kind == "wav" || kind == "text";
-    std::fprintf(stderr, "sluice %s: kind '%s' is %s (supported: jpeg)\n", kCommand.c_str(),
+  if (kind != "jpeg" && kind != "wav") {
+    const bool planned = kind == "text";
+    std::fprintf(stderr, "sluice %s: kind '%s' is %s (supported: jpeg, wav)\n", kCommand.c_str(),
                  kind.c_str(), planned ? "not supported yet" : "unknown");
     return kExitUsage;
   }
@@ -74,16 +79,22 @@ int GenDataCommand(const std::vector<std::string>& args) {
   options.progress = [&](int64_t done, int64_t total) {
     const int64_t now = NowNanos();
     if (!progress.Due(now)) return;
-    progress.Update(now, absl::StrFormat("gen-data: %d/%d images (%.0f%%), %.1f s", done, total,
+    progress.Update(now, absl::StrFormat("gen-data: %d/%d %s (%.0f%%), %.1f s", done, total,
+                                         kind == "wav" ? "utterances" : "images",
                                          100.0 * done / total, (now - start) / 1e9));
   };
-  StatusOr<GenDataResult> result = GenerateJpegDataset(options);
+  StatusOr<GenDataResult> result =
+      kind == "wav" ? GenerateWavDataset(options, WavOptions{static_cast<int>(sample_rate)})
+                    : GenerateJpegDataset(options);
   progress.Finish();
   if (!result.ok()) return ReportError(kCommand, result.status());
+  if (kind == "jpeg" && boxes) {
+    if (Status s = WriteBoxSidecars(options); !s.ok()) return ReportError(kCommand, s);
+  }
 
   const double seconds = (NowNanos() - start) / 1e9;
-  std::printf("gen-data: wrote %lld images (%s) to %s in %.1f s\n",
-              static_cast<long long>(result->files),
+  std::printf("gen-data: wrote %lld %s (%s) to %s in %.1f s\n",
+              static_cast<long long>(result->files), kind == "wav" ? "utterances" : "images",
               FormatBytes(static_cast<double>(result->bytes)).c_str(), out.c_str(), seconds);
   if (!result->corrupt.empty()) {
     std::printf("gen-data: %zu planted corrupt files listed in %s/corrupt.txt\n",

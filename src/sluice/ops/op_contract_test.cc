@@ -3,10 +3,12 @@
 // and from two threads); random ops vary with the SampleId and deterministic ones do not;
 // bad arguments are rejected naming the argument; empty input is an error, not a crash; a
 // missing or mistyped input field fails when the op is built, naming the field.
+#include <cmath>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/ops/audio/audio_ops.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
@@ -25,6 +27,10 @@ enum class Input {
   kJpeg,   // {path, label, data: JPEG bytes}
   kPng,    // {path, label, data: PNG bytes}
   kImage,  // {path, label, image: u8[375,500,3]}
+  kWav,    // {path, label, data: 16-bit mono WAV bytes}
+  kAudio,  // {path, label, audio: f32[8000,1], sample_rate: i64[] = 16000}
+  kSpec,   // {path, label, spectrogram: f32[50,201]} (positive values)
+  kBoxed,  // {path, label, image: u8[375,500,3], box: i64[4] = [40, 30, 240, 180]}
 };
 
 enum class Empty {
@@ -121,6 +127,73 @@ const std::vector<OpCase>& Cases() {
        Input::kPath,
        "label",
        Empty::kNotApplicable},
+      {"decode_wav", "decode_wav", {}, Input::kWav, "data", Empty::kError},
+      {"decode_wav_mono", "decode_wav", {{"mono", true}}, Input::kWav, "data", Empty::kError},
+      {"resample",
+       "resample",
+       {{"rate", /*rate=*/int64_t{8000}}},
+       Input::kAudio,
+       "audio",
+       Empty::kValid},
+      {"add_noise",
+       "add_noise",
+       {{"snr_db", /*snr_db=*/10.0}},
+       Input::kAudio,
+       "audio",
+       Empty::kValid},
+      {"spectrogram", "spectrogram", {}, Input::kAudio, "audio", Empty::kError},
+      {"spectrogram_magnitude_hamming",
+       "spectrogram",
+       {{"n_fft", /*n_fft=*/int64_t{256}},
+        {"hop", /*hop=*/int64_t{128}},
+        {"window", std::string("hamming")},
+        {"power", /*power=*/int64_t{1}},
+        {"center", false}},
+       Input::kAudio,
+       "audio",
+       Empty::kError},
+      {"mel",
+       "mel",
+       {{"n_mels", /*n_mels=*/int64_t{40}}},
+       Input::kSpec,
+       "spectrogram",
+       Empty::kValid},
+      {"mel_slaney",
+       "mel",
+       {{"scale", std::string("slaney")}, {"norm", std::string("slaney")}},
+       Input::kSpec,
+       "spectrogram",
+       Empty::kValid},
+      {"log", "log", {{"eps", /*eps=*/1e-6}}, Input::kSpec, "spectrogram", Empty::kValid},
+      {"rfft", "rfft", {}, Input::kAudio, "audio", Empty::kError},
+      {"rfft_frames",
+       "rfft",
+       {{"n", /*n=*/int64_t{512}}, {"frames", true}},
+       Input::kAudio,
+       "audio",
+       Empty::kError},
+      {"normalize_features", "normalize_features", {}, Input::kSpec, "spectrogram", Empty::kValid},
+      {"pad_or_trim",
+       "pad_or_trim",
+       {{"length", /*length=*/int64_t{64}}, {"length_field", std::string("frames")}},
+       Input::kSpec,
+       "spectrogram",
+       Empty::kValid},
+      {"rand_augment", "rand_augment", {}, Input::kImage, "image", Empty::kError},
+      {"rand_augment_strong",
+       "rand_augment",
+       {{"num_ops", /*num_ops=*/int64_t{3}}, {"magnitude", /*magnitude=*/int64_t{30}}},
+       Input::kImage,
+       "image",
+       Empty::kError},
+      {"crop_box", "crop_box", {}, Input::kBoxed, "image", Empty::kError},
+      {"read_box", "read_box", {}, Input::kPath, "path", Empty::kError},
+      {"clip",
+       "clip",
+       {{"field", std::string("spectrogram")}, {"min", /*min=*/1.0}, {"max", /*max=*/5.0}},
+       Input::kSpec,
+       "spectrogram",
+       Empty::kValid},
   };
   return *cases;
 }
@@ -133,6 +206,20 @@ class OpContractTest : public ::testing::TestWithParam<OpCase> {
     jpeg_ = new std::string(test::EncodeJpeg(*image_));
     png_ = new std::string(test::EncodePng(*image_));
     jpeg_path_ = new std::string(dir_->Write("sample.jpg", *jpeg_));
+    dir_->Write("sample.box", "40 30 240 180\n");  // read_box's sidecar
+    audio_ = new Tensor(Tensor::Empty(DType::kF32, {8000, 1}));
+    for (int64_t i = 0; i < 8000; ++i) {
+      // A 220 Hz tone with two harmonics at 16 kHz.
+      const double t = static_cast<double>(i) / 16000.0;
+      audio_->mutable_data<float>()[i] = static_cast<float>(0.5 * std::sin(2 * M_PI * 220 * t) +
+                                                            0.2 * std::sin(2 * M_PI * 440 * t) +
+                                                            0.1 * std::sin(2 * M_PI * 660 * t));
+    }
+    wav_ = new std::string(EncodeWav16(*audio_, 16000));
+    spec_ = new Tensor(Tensor::Empty(DType::kF32, {50, 201}));
+    for (int64_t i = 0; i < 50 * 201; ++i) {
+      spec_->mutable_data<float>()[i] = static_cast<float>(1 + (i * 7919) % 1000) / 100.0f;
+    }
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -140,6 +227,9 @@ class OpContractTest : public ::testing::TestWithParam<OpCase> {
     delete jpeg_;
     delete png_;
     delete jpeg_path_;
+    delete audio_;
+    delete wav_;
+    delete spec_;
   }
 
   // The input schema of the case.
@@ -150,6 +240,16 @@ class OpContractTest : public ::testing::TestWithParam<OpCase> {
       s.Set(FieldSpec{"data", DType::kBytes, {kUnknownDim}});
     } else if (input == Input::kImage) {
       s.Set(FieldSpec{"image", DType::kU8, {kUnknownDim, kUnknownDim, 3}});
+    } else if (input == Input::kWav) {
+      s.Set(FieldSpec{"data", DType::kBytes, {kUnknownDim}});
+    } else if (input == Input::kAudio) {
+      s.Set(FieldSpec{"audio", DType::kF32, {kUnknownDim, 1}});
+      s.Set(FieldSpec{"sample_rate", DType::kI64, {}});
+    } else if (input == Input::kSpec) {
+      s.Set(FieldSpec{"spectrogram", DType::kF32, {kUnknownDim, 201}});
+    } else if (input == Input::kBoxed) {
+      s.Set(FieldSpec{"image", DType::kU8, {kUnknownDim, kUnknownDim, 3}});
+      s.Set(FieldSpec{"box", DType::kI64, {4}});
     }
     return s;
   }
@@ -165,6 +265,21 @@ class OpContractTest : public ::testing::TestWithParam<OpCase> {
     if (input == Input::kPng) e.tensors.push_back(Tensor::FromBytes(empty ? "" : *png_));
     if (input == Input::kImage) {
       e.tensors.push_back(empty ? Tensor::Empty(DType::kU8, {0, 0, 3}) : *image_);
+    }
+    if (input == Input::kWav) e.tensors.push_back(Tensor::FromBytes(empty ? "" : *wav_));
+    if (input == Input::kAudio) {
+      e.tensors.push_back(empty ? Tensor::Empty(DType::kF32, {0, 1}) : *audio_);
+      e.tensors.push_back(Tensor::Scalar(16000));
+    }
+    if (input == Input::kSpec) {
+      e.tensors.push_back(empty ? Tensor::Empty(DType::kF32, {0, 201}) : *spec_);
+    }
+    if (input == Input::kBoxed) {
+      e.tensors.push_back(empty ? Tensor::Empty(DType::kU8, {0, 0, 3}) : *image_);
+      Tensor box = Tensor::Empty(DType::kI64, {4});
+      const int64_t corners[] = {40, 30, 240, 180};
+      std::copy(corners, corners + 4, box.mutable_data<int64_t>());
+      e.tensors.push_back(box);
     }
     return e;
   }
@@ -196,6 +311,9 @@ class OpContractTest : public ::testing::TestWithParam<OpCase> {
   static std::string* jpeg_;
   static std::string* png_;
   static std::string* jpeg_path_;
+  static Tensor* audio_;
+  static std::string* wav_;
+  static Tensor* spec_;
 };
 
 test::ScratchDir* OpContractTest::dir_ = nullptr;
@@ -203,6 +321,9 @@ Tensor* OpContractTest::image_ = nullptr;
 std::string* OpContractTest::jpeg_ = nullptr;
 std::string* OpContractTest::png_ = nullptr;
 std::string* OpContractTest::jpeg_path_ = nullptr;
+Tensor* OpContractTest::audio_ = nullptr;
+std::string* OpContractTest::wav_ = nullptr;
+Tensor* OpContractTest::spec_ = nullptr;
 
 TEST_P(OpContractTest, OutputMatchesTheDeclaredSchema) {
   auto op = Build();
@@ -318,7 +439,10 @@ TEST_P(OpContractTest, SchemaMismatchFailsAtBuild) {
   Schema wrong = InputSchema(c.input);
   FieldSpec spec = wrong.field(wrong.IndexOf(c.field));
   spec.dtype = spec.dtype == DType::kF64 ? DType::kBytes : DType::kF64;
-  if (spec.dtype == DType::kF64 && c.op == "cast") spec.dtype = DType::kBytes;  // f64 casts fine
+  // f64 is valid input to these.
+  if (spec.dtype == DType::kF64 && (c.op == "cast" || c.op == "pad_or_trim")) {
+    spec.dtype = DType::kBytes;
+  }
   wrong.Set(spec);
   auto b = Registry::Builtin().Create(c.op, c.args, wrong);
   ASSERT_FALSE(b.ok()) << spec.ToString();

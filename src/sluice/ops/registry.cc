@@ -34,6 +34,8 @@ const Registry& Registry::Builtin() {
     auto* r = new Registry;
     RegisterGenericOps(r);
     RegisterImageOps(r);
+    RegisterAudioOps(r);
+    RegisterAugmentOps(r);
     return r;
   }();
   return *registry;

@@ -45,6 +45,10 @@ class Registry {
 // Families of built-in ops, each in its own file.
 void RegisterImageOps(Registry* registry);    // ops/image/
 void RegisterGenericOps(Registry* registry);  // ops/generic/ (read_file, cast, one_hot)
+// ops/audio/ (decode_wav, resample, add_noise, spectrogram, mel, log, rfft, ...)
+void RegisterAudioOps(Registry* registry);
+// ops/image/augment_ops.cc (rand_augment, read_box, crop_box, clip)
+void RegisterAugmentOps(Registry* registry);
 
 }  // namespace sluice::ops
 

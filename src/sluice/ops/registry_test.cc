@@ -16,10 +16,31 @@ Schema SourceSchema() {
 
 TEST(RegistryTest, BuiltinHasEveryOpSorted) {
   const Registry& r = Registry::Builtin();
-  std::vector<std::string> expected = {
-      "cast",        "center_crop",         "color_jitter", "decode_image",
-      "decode_jpeg", "decode_png",          "normalize",    "one_hot",
-      "random_flip", "random_resized_crop", "read_file",    "resize"};
+  std::vector<std::string> expected = {"add_noise",
+                                       "cast",
+                                       "center_crop",
+                                       "clip",
+                                       "color_jitter",
+                                       "crop_box",
+                                       "decode_image",
+                                       "decode_jpeg",
+                                       "decode_png",
+                                       "decode_wav",
+                                       "log",
+                                       "mel",
+                                       "normalize",
+                                       "normalize_features",
+                                       "one_hot",
+                                       "pad_or_trim",
+                                       "rand_augment",
+                                       "random_flip",
+                                       "random_resized_crop",
+                                       "read_box",
+                                       "read_file",
+                                       "resample",
+                                       "resize",
+                                       "rfft",
+                                       "spectrogram"};
   EXPECT_EQ(r.Names(), expected);
   EXPECT_EQ(&Registry::Builtin(), &r);
   for (const std::string& name : expected) {
