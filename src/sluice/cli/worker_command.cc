@@ -10,6 +10,7 @@
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/testbed/scenario.h"
 
 namespace sluice::cli {
 
@@ -20,6 +21,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   int64_t max_sessions = options.worker.max_sessions;
   int64_t max_message_bytes = static_cast<int64_t>(options.worker.max_message_bytes);
   int64_t max_session_bytes = static_cast<int64_t>(options.worker.max_session_bytes);
+  std::string read_limit;
   FlagParser flags("worker", "[flags]");
   flags.AddString("listen", &options.listen, "HOST:PORT",
                   "address to serve on (port 0: any free port)");
@@ -37,8 +39,21 @@ int WorkerCommand(const std::vector<std::string>& args) {
                int64_t{1} << 31);
   flags.AddInt("max-session-bytes", &max_session_bytes, "N",
                "per-session memory cap (flow-control window and queued input)", 1 << 16);
+  flags.AddString("read-limit", &read_limit, "BYTES_PER_S",
+                  "cap on file reads, e.g. 20000000 or 20MB (a token bucket; empty: none)");
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError("worker", std::string(s.message()), flags.Usage());
+  }
+  if (!read_limit.empty()) {
+    StatusOr<double> rate = testbed::ParseByteRate(read_limit);
+    if (!rate.ok()) rate = testbed::ParseByteRate(read_limit + "B");  // a plain number
+    if (!rate.ok() || *rate < 1) {
+      return UsageError("worker",
+                        absl::StrCat("--read-limit: expected bytes per second, got '", read_limit,
+                                     "'"),
+                        flags.Usage());
+    }
+    options.worker.read_limit_bytes_per_s = *rate;
   }
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);

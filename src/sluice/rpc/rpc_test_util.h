@@ -90,8 +90,9 @@ inline std::vector<Element> RunLocally(const pipeline::PipelineSpec& spec,
                                        std::vector<Element> elements, int begin, int end) {
   const bool after_batch = end < 0;
   const int stop = after_batch ? static_cast<int>(spec.ops.size()) : end;
-  std::vector<pipeline::OpSpec> prefix(spec.ops.begin(), spec.ops.begin() + stop);
-  auto built = pipeline::BuildOps(prefix, spec.source.seed, ops::Registry::Builtin(),
+  // All ops are built (as in the trainer), so decoders size their decode for the crop
+  // after them even when only a prefix runs.
+  auto built = pipeline::BuildOps(spec.ops, spec.source.seed, ops::Registry::Builtin(),
                                   pipeline::SourceSchema(spec.source.label));
   EXPECT_TRUE(built.ok()) << built.status();
   std::vector<pipeline::MapStage> stages = pipeline::MakeStages(*built, nullptr, begin, stop);

@@ -8,6 +8,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/pipeline/source.h"
+#include "sluice/rpc/read_limiter.h"
 
 #ifndef SLUICE_VERSION
 #define SLUICE_VERSION "unknown"
@@ -25,6 +26,7 @@ struct WorkerSession::Shared {
   int open ABSL_GUARDED_BY(mu) = 0;
   bool shutdown ABSL_GUARDED_BY(mu) = false;
   std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
+  std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
 
   // The number of tasks one session may run at once: a fair share of the pool.
   size_t Share() {
@@ -249,6 +251,11 @@ Status WorkerSession::Process(Element& element) const {
       return Status(mapped.status().code(),
                     absl::StrCat(segment.stages[0].label, ": ", element.origin, ": ",
                                  mapped.status().message()));
+    }
+    if (shared_->read_limiter != nullptr) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(*mapped, ec);
+      if (!ec) shared_->read_limiter->Acquire(static_cast<int64_t>(size));
     }
     element.tensors[segment.path_index] = Tensor::FromBytes(*mapped);
     Status s = pipeline::ApplyStages(segment.stages, element);
@@ -531,6 +538,9 @@ WorkerService::WorkerService(WorkerOptions options)
   cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
   shared_->threads = threads;
   shared_->max_sessions = options_.max_sessions;
+  if (options_.read_limit_bytes_per_s > 0) {
+    shared_->read_limiter = std::make_unique<ReadLimiter>(options_.read_limit_bytes_per_s);
+  }
   pool_ = std::make_unique<ThreadPool>(threads, "sluice-worker");
   std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->pool = pool_.get();
@@ -621,8 +631,10 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
                      local_read ? " in local_read mode" : "", ", or -1 for after batch"));
   }
 
-  std::vector<pipeline::OpSpec> op_specs(spec.ops.begin(), spec.ops.begin() + end_op);
-  auto built = pipeline::BuildOps(op_specs, spec.source.seed, *options_.registry,
+  // Every op is built, although only [first_op, end_op) runs here: a decoder before the cut
+  // must learn about the crop or resize after it (SetScaleConsumer) exactly as in the
+  // trainer, or it would decode at another scale and the pixels would differ.
+  auto built = pipeline::BuildOps(spec.ops, spec.source.seed, *options_.registry,
                                   pipeline::SourceSchema(spec.source.label));
   if (!built.ok()) {
     return Status(built.status().code(),

@@ -80,6 +80,7 @@ struct WorkerOptions {
   size_t max_session_bytes = 256 << 20;  // cap on a session's window and on its queued input
   size_t chunk_bytes = 1 << 20;          // target size of one chunk
   double metrics_interval_s = 1.0;
+  double read_limit_bytes_per_s = 0;  // > 0: a token bucket on read_file reads (read_limiter.h)
   const ops::Registry* registry = nullptr;  // null: ops::Registry::Builtin()
   std::string version;                      // empty: SluiceVersion()
 };

@@ -1,0 +1,786 @@
+// `sluice bench SCENARIO.yaml`: builds the scenario's emulated cluster (testbed/), verifies
+// its links and CPU quotas, generates the data once, starts a `sluice worker` in every worker
+// host and runs each policy as a `sluice train` in the trainer host, then tears everything
+// down (also on failure, SIGINT, SIGTERM or SIGHUP) and writes one JSON report (and a plot).
+//
+// A policy is a row of kPolicies: a name and the `--policy` values of `sluice train` it
+// runs. One value is one run; several are a sweep whose best measured run is the policy's
+// result (that is what `oracle` is). Adding a policy is adding a row.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "sluice/cli/commands.h"
+#include "sluice/cli/flags.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/testbed/exec.h"
+#include "sluice/testbed/scenario.h"
+#include "sluice/testbed/testbed.h"
+#include "sluice/testbed/verify.h"
+
+extern char** environ;
+
+namespace sluice::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testbed::Scenario;
+using testbed::StorageKind;
+using testbed::Testbed;
+
+constexpr const char* kCommand = "bench";
+constexpr int kWorkerPort = 7700;
+
+// ---------------------------------------------------------------------------------------
+// Policies.
+
+// What a policy needs to know about the job to name its runs.
+struct PolicyContext {
+  int num_ops = 0;
+  bool workers_have_storage = true;  // every worker can read the data itself
+};
+
+// The `--policy` values for `sluice train`: one entry is one run; several are a sweep.
+using PolicyRuns = std::function<std::vector<std::string>(const PolicyContext&)>;
+
+std::string Fixed(const std::string& cut, double ratio, const std::string& read) {
+  return absl::StrFormat("fixed:cut=%s,ratio=%.1f,read=%s", cut, ratio, read);
+}
+
+std::string DefaultRead(const PolicyContext& c) {
+  return c.workers_have_storage ? "remote" : "local";
+}
+
+// The oracle's sweep, pruned in two passes. Pass 1 runs every cut (1..num_ops and `batch`)
+// with every read mode the workers allow at ratio 0.5; pass 2 runs the two best (cut, read
+// mode) pairs of pass 1 at every ratio from 0.1 to 1.0 in 10% steps. Cuts and read modes that
+// lose at an even split are not explored further. The sweep is built in BenchRunner because
+// pass 2 depends on pass 1; this list is pass 1.
+std::vector<std::string> OracleFirstPass(const PolicyContext& c) {
+  std::vector<std::string> runs;
+  std::vector<std::string> reads = {"remote", "local"};
+  if (!c.workers_have_storage) reads = {"local"};
+  for (const std::string& read : reads) {
+    for (int cut = 1; cut <= c.num_ops; ++cut) runs.push_back(Fixed(absl::StrCat(cut), 0.5, read));
+    runs.push_back(Fixed("batch", 0.5, read));
+  }
+  return runs;
+}
+
+struct PolicyDef {
+  const char* name;
+  const char* doc;
+  PolicyRuns runs;
+  bool oracle_sweep = false;
+};
+
+const std::vector<PolicyDef>& Policies() {
+  static const std::vector<PolicyDef> kPolicies = {
+      {"none", "everything on the trainer",
+       [](const PolicyContext&) { return std::vector<std::string>{"none"}; }},
+      {"full", "everything remote at the after-batch cut (how tf.data service is used by hand)",
+       [](const PolicyContext& c) {
+         return std::vector<std::string>{Fixed("batch", 1.0, DefaultRead(c))};
+       }},
+      {"oracle", "the best measured run of a sweep of cuts x read modes x ratios", OracleFirstPass,
+       /*oracle_sweep=*/true},
+  };
+  return kPolicies;
+}
+
+// "none,full,fixed:cut=2,ratio=0.5,oracle" -> {"none", "full", "fixed:cut=2,ratio=0.5",
+// "oracle"}: a word with '=' continues the fixed:... before it.
+std::vector<std::string> SplitPolicies(const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    std::string p(part);
+    if (!out.empty() && p.find('=') != std::string::npos && out.back().rfind("fixed:", 0) == 0) {
+      absl::StrAppend(&out.back(), ",", p);
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Signals: SIGINT/SIGTERM/SIGHUP are blocked in every thread and taken by one waiting
+// thread, which only records them; the main thread polls and tears down.
+
+std::atomic<int> g_signal{0};
+
+void StartSignalThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) == 0) {
+        g_signal.store(sig);
+        std::fprintf(stderr, "sluice bench: %s, tearing down\n", strsignal(sig));
+      }
+    }
+  }).detach();
+}
+
+Status Interrupted() {
+  return absl::CancelledError(absl::StrCat("interrupted by ", strsignal(g_signal.load())));
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+std::string SelfPath() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("sluice") : p.string();
+}
+
+StatusOr<json> ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("no JSON at ", path));
+  try {
+    return json::parse(in);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
+  }
+}
+
+std::string Tail(const std::string& path, size_t max_chars = 1500) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > max_chars) s = "..." + s.substr(s.size() - max_chars);
+  return s;
+}
+
+// Waits for `pid`, polling so that a signal or a deadline ends the wait (the child is then
+// killed). `tick` runs every poll with the seconds since the start. Returns the exit code.
+StatusOr<int> WaitChild(pid_t pid, double timeout_s, const std::function<void(double)>& tick) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int wstatus = 0;
+    const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+      return 128 + WTERMSIG(wstatus);
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (g_signal.load() != 0 || elapsed > timeout_s) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      if (g_signal.load() != 0) return Interrupted();
+      return absl::DeadlineExceededError(absl::StrFormat("gave up after %.0f s", timeout_s));
+    }
+    if (tick) tick(elapsed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Runs `argv` in the root namespace with its output in `log`.
+StatusOr<int> RunLogged(const std::vector<std::string>& argv, const std::string& log,
+                        double timeout_s) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
+  }
+  return WaitChild(pid, timeout_s, nullptr);
+}
+
+// Bytes counted on a veth end inside a namespace: {rx, tx}.
+std::pair<int64_t, int64_t> LinkBytes(const std::string& netns, const std::string& dev) {
+  StatusOr<testbed::ProgramResult> r =
+      testbed::RunProgram({"ip", "-n", netns, "-j", "-s", "link", "show", "dev", dev});
+  if (!r.ok() || r->exit_code != 0) return {-1, -1};
+  try {
+    const json j = json::parse(r->output);
+    const json& stats = j.at(0).at("stats64");
+    return {stats.at("rx").at("bytes").get<int64_t>(), stats.at("tx").at("bytes").get<int64_t>()};
+  } catch (const std::exception&) {
+    return {-1, -1};
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The run.
+
+struct BenchOptions {
+  std::string scenario_path;
+  std::vector<std::string> policies;
+  std::string json_out;
+  std::string plot_out;
+  std::string work_dir;
+  std::string data_dir;
+  bool verify = true;
+  double hold_s = 0;  // > 0: set up, verify, stand this long, tear down (no policies)
+  double run_timeout_s = 600;
+};
+
+class BenchRunner {
+ public:
+  BenchRunner(BenchOptions options, Scenario scenario)
+      : options_(std::move(options)), scenario_(std::move(scenario)), self_(SelfPath()) {}
+
+  StatusOr<json> Run();
+
+ private:
+  Status GenerateData();
+  Status StartWorker(int i);
+  Status StartWorkers();
+  Status RestoreWorld();
+  // One `sluice train` run under `policy`; its JSON plus what the bench measured around it.
+  StatusOr<json> RunTrain(const std::string& policy, const std::string& tag);
+  StatusOr<json> RunPolicy(const PolicyDef* def, const std::string& name);
+
+  BenchOptions options_;
+  Scenario scenario_;
+  std::string self_;
+  std::string data_dir_;
+  std::string empty_dir_;
+  std::unique_ptr<Testbed> testbed_;
+  std::vector<pid_t> worker_pids_;
+  PolicyContext context_;
+  int run_counter_ = 0;
+};
+
+Status BenchRunner::GenerateData() {
+  data_dir_ = options_.data_dir.empty()
+                  ? absl::StrCat(options_.work_dir, "/data-", scenario_.data_kind, "-",
+                                 scenario_.data_count, "-", scenario_.data_seed)
+                  : options_.data_dir;
+  for (const auto& [k, v] : scenario_.data_options) absl::StrAppend(&data_dir_, "-", k, v);
+  const std::string marker = data_dir_ + "/.bench-complete";
+  if (fs::exists(marker)) {
+    std::fprintf(stderr, "sluice bench: data: reusing %s\n", data_dir_.c_str());
+    return absl::OkStatus();
+  }
+  std::vector<std::string> argv = {
+      self_,       "gen-data",
+      "--kind",    scenario_.data_kind,
+      "--count",   absl::StrCat(scenario_.data_count),
+      "--seed",    absl::StrCat(scenario_.data_seed),
+      "--out",     data_dir_,
+      "--threads", absl::StrCat(std::max(1u, std::thread::hardware_concurrency()))};
+  for (const auto& [k, v] : scenario_.data_options) {
+    argv.push_back("--" + k);
+    argv.push_back(v);
+  }
+  std::fprintf(stderr, "sluice bench: data: generating %lld %s files in %s\n",
+               static_cast<long long>(scenario_.data_count), scenario_.data_kind.c_str(),
+               data_dir_.c_str());
+  const std::string log = options_.work_dir + "/gen-data.log";
+  SLUICE_ASSIGN_OR_RETURN(int code, RunLogged(argv, log, 3600));
+  if (code != 0) {
+    return absl::InternalError(absl::StrCat("gen-data failed (", code, "): ", Tail(log)));
+  }
+  std::ofstream(marker) << "ok\n";
+  return absl::OkStatus();
+}
+
+Status BenchRunner::StartWorker(int i) {
+  const testbed::WorkerScenario& w = scenario_.workers[i];
+  std::vector<std::string> argv = {
+      self_,       "worker",
+      "--listen",  absl::StrCat(testbed_->worker(i).address, ":", kWorkerPort),
+      "--threads", absl::StrCat(std::max(1, static_cast<int>(std::ceil(w.cpus))))};
+  // storage: none gives the worker an empty data root: it can only take elements the
+  // trainer has read (read=local).
+  argv.push_back("--data-root");
+  argv.push_back(w.storage == StorageKind::kNone ? empty_dir_ : data_dir_);
+  if (w.storage == StorageKind::kSlow) {
+    argv.push_back("--read-limit");
+    argv.push_back(absl::StrCat(static_cast<int64_t>(w.storage_bytes_per_s)));
+  }
+  const std::string log = absl::StrCat(options_.work_dir, "/worker-", i, ".log");
+  Testbed::SpawnOptions spawn;
+  spawn.stdout_path = log;
+  spawn.stderr_path = absl::StrCat(options_.work_dir, "/worker-", i, ".err");
+  SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(testbed_->worker(i), argv, spawn));
+  worker_pids_[i] = pid;
+  // Ready when it says where it listens.
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    if (g_signal.load() != 0) return Interrupted();
+    if (Tail(log).find("listening on") != std::string::npos) return absl::OkStatus();
+    int wstatus = 0;
+    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
+      worker_pids_[i] = -1;
+      return absl::InternalError(
+          absl::StrCat("worker ", i, " exited at start: ", Tail(spawn.stderr_path)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("worker ", i, " did not start listening"));
+}
+
+Status BenchRunner::StartWorkers() {
+  worker_pids_.assign(scenario_.workers.size(), -1);
+  for (int i = 0; i < static_cast<int>(scenario_.workers.size()); ++i) {
+    SLUICE_RETURN_IF_ERROR(StartWorker(i));
+  }
+  return absl::OkStatus();
+}
+
+// Undoes what a run's events did: CPU quotas back to the spec, killed workers restarted.
+Status BenchRunner::RestoreWorld() {
+  for (int i = 0; i < testbed_->num_workers(); ++i) {
+    SLUICE_RETURN_IF_ERROR(testbed_->SetCpus(testbed_->worker(i), scenario_.workers[i].cpus));
+    int wstatus = 0;
+    if (worker_pids_[i] > 0 && waitpid(worker_pids_[i], &wstatus, WNOHANG) == worker_pids_[i]) {
+      worker_pids_[i] = -1;
+    }
+    if (worker_pids_[i] < 0) SLUICE_RETURN_IF_ERROR(StartWorker(i));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag) {
+  SLUICE_RETURN_IF_ERROR(RestoreWorld());
+  const int run = run_counter_++;
+  const std::string json_path = absl::StrCat(options_.work_dir, "/train-", run, ".json");
+  const std::string log = absl::StrCat(options_.work_dir, "/train-", run, ".log");
+  std::vector<std::string> argv = {
+      self_,
+      "train",
+      scenario_.ResolvePipelinePath(),
+      "--files",
+      data_dir_ + "/**/*.jpg",
+      "--accelerator-ms",
+      absl::StrCat(scenario_.accelerator_ms),
+      "--steps",
+      absl::StrCat(scenario_.steps),
+      "--threads",
+      absl::StrCat(std::max(1, static_cast<int>(std::ceil(scenario_.trainer_cpus)))),
+      "--policy",
+      policy,
+      "--json",
+      json_path};
+  if (policy != "none") {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < testbed_->num_workers(); ++i) {
+      addresses.push_back(absl::StrCat(testbed_->worker(i).address, ":", kWorkerPort));
+    }
+    argv.push_back("--workers");
+    argv.push_back(absl::StrJoin(addresses, ","));
+  }
+  std::vector<std::pair<int64_t, int64_t>> before;
+  for (int i = 0; i < testbed_->num_workers(); ++i) {
+    before.push_back(LinkBytes(testbed_->trainer().netns, testbed_->TrainerVeth(i)));
+  }
+  std::fprintf(stderr, "sluice bench: %s: %s\n", tag.c_str(), policy.c_str());
+  Testbed::SpawnOptions spawn;
+  spawn.stdout_path = log;
+  spawn.stderr_path = log + ".err";
+  SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(testbed_->trainer(), argv, spawn));
+  std::vector<bool> applied(scenario_.events.size(), false);
+  Status event_error;
+  auto tick = [&](double elapsed) {
+    for (size_t e = 0; e < scenario_.events.size(); ++e) {
+      const testbed::ScenarioEvent& ev = scenario_.events[e];
+      if (applied[e] || elapsed < ev.at_s) continue;
+      applied[e] = true;
+      if (ev.kill) {
+        if (worker_pids_[ev.worker] > 0) kill(worker_pids_[ev.worker], SIGKILL);
+      } else {
+        Status s = testbed_->SetCpus(testbed_->worker(ev.worker), *ev.cpus);
+        if (!s.ok() && event_error.ok()) event_error = s;
+      }
+    }
+  };
+  SLUICE_ASSIGN_OR_RETURN(int code, WaitChild(pid, options_.run_timeout_s, tick));
+  SLUICE_RETURN_IF_ERROR(event_error);
+  if (code != 0) {
+    return absl::InternalError(absl::StrCat("sluice train --policy ", policy, " exited with ", code,
+                                            ": ", Tail(log + ".err")));
+  }
+  SLUICE_ASSIGN_OR_RETURN(json result, ReadJson(json_path));
+  json out;
+  out["policy_arg"] = policy;
+  out["samples_per_s"] = result.value("samples_per_s", 0.0);
+  out["stall_fraction"] = result.value("stall_fraction", 0.0);
+  out["plan"] = result.value("plan", json::object());
+  out["time_to_plan_s"] = result.value("time_to_plan_s", 0.0);
+  out["wall_s"] = result.value("wall_s", 0.0);
+  out["samples"] = result.value("samples", 0);
+  // Share of the samples processed per host.
+  const int64_t local = result.value("samples_local", int64_t{0});
+  int64_t total = local;
+  std::vector<int64_t> per_worker(testbed_->num_workers(), 0);
+  if (result.contains("places") && result["places"].contains("workers")) {
+    const json& ws = result["places"]["workers"];
+    for (size_t i = 0; i < ws.size() && i < per_worker.size(); ++i) {
+      per_worker[i] = ws[i].value("samples", int64_t{0});
+      total += per_worker[i];
+    }
+  }
+  out["share"]["trainer"] = total > 0 ? static_cast<double>(local) / total : 1.0;
+  for (size_t i = 0; i < per_worker.size(); ++i) {
+    out["share"][testbed_->worker(static_cast<int>(i)).name] =
+        total > 0 ? static_cast<double>(per_worker[i]) / total : 0.0;
+  }
+  // Bytes on each link, counted by the trainer's veth end.
+  out["link_bytes"] = json::array();
+  for (int i = 0; i < testbed_->num_workers(); ++i) {
+    const auto after = LinkBytes(testbed_->trainer().netns, testbed_->TrainerVeth(i));
+    out["link_bytes"].push_back({{"worker", testbed_->worker(i).name},
+                                 {"to_trainer", after.first - before[i].first},
+                                 {"to_worker", after.second - before[i].second}});
+  }
+  out["train"] = result;
+  return out;
+}
+
+StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& name) {
+  if (def == nullptr) return RunTrain(name, name);  // a literal fixed:... policy
+  const std::vector<std::string> runs = def->runs(context_);
+  if (!def->oracle_sweep && runs.size() == 1) return RunTrain(runs[0], name);
+
+  const auto start = std::chrono::steady_clock::now();
+  json sweep = json::array();
+  std::map<std::string, bool> done;
+  auto run_one = [&](const std::string& policy) -> Status {
+    if (done[policy]) return absl::OkStatus();
+    done[policy] = true;
+    StatusOr<json> r = RunTrain(policy, name);
+    if (!r.ok()) {
+      if (g_signal.load() != 0) return r.status();
+      // A combination that does not work here (e.g. a read mode the workers cannot serve)
+      // is recorded and skipped.
+      sweep.push_back({{"policy_arg", policy}, {"error", std::string(r.status().message())}});
+      return absl::OkStatus();
+    }
+    sweep.push_back(*r);
+    return absl::OkStatus();
+  };
+  for (const std::string& p : runs) SLUICE_RETURN_IF_ERROR(run_one(p));
+  if (def->oracle_sweep) {
+    // Pass 2: the two best (cut, read) pairs at every ratio.
+    std::vector<std::pair<double, json>> ranked;
+    for (const json& r : sweep) {
+      if (r.contains("samples_per_s")) ranked.push_back({r["samples_per_s"].get<double>(), r});
+    }
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t k = 0; k < ranked.size() && k < 2; ++k) {
+      const json& plan = ranked[k].second["plan"];
+      const std::string cut = plan["cut"].is_string() ? plan["cut"].get<std::string>()
+                                                      : absl::StrCat(plan["cut"].get<int>());
+      const std::string read = plan.value("read_mode", std::string("remote"));
+      const std::string read_word = read.find("local") != std::string::npos ? "local" : "remote";
+      for (int r = 1; r <= 10; ++r)
+        SLUICE_RETURN_IF_ERROR(run_one(Fixed(cut, r / 10.0, read_word)));
+    }
+  }
+  const json* best = nullptr;
+  for (const json& r : sweep) {
+    if (!r.contains("samples_per_s")) continue;
+    if (best == nullptr ||
+        r["samples_per_s"].get<double>() > (*best)["samples_per_s"].get<double>()) {
+      best = &r;
+    }
+  }
+  if (best == nullptr)
+    return absl::InternalError(absl::StrCat(name, ": no run of the sweep succeeded"));
+  json out = *best;
+  out["time_to_plan_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (json& r : sweep) r.erase("train");
+  out["sweep"] = sweep;
+  if (def->oracle_sweep) {
+    out["pruning"] =
+        "pass 1: every cut (1..ops, batch) x read mode at ratio 0.5; pass 2: the two best "
+        "(cut, read mode) pairs at ratios 0.1..1.0";
+  }
+  return out;
+}
+
+StatusOr<json> BenchRunner::Run() {
+  // Leftovers of a crashed run first.
+  StatusOr<testbed::Resources> removed = testbed::CleanLeftovers();
+  if (!removed.ok()) return removed.status();
+  if (!removed->empty()) {
+    std::fprintf(stderr, "sluice bench: removed leftovers of an earlier run: %s\n",
+                 removed->ToString().c_str());
+  }
+  std::error_code ec;
+  fs::create_directories(options_.work_dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", options_.work_dir));
+  empty_dir_ = options_.work_dir + "/empty";
+  fs::create_directories(empty_dir_, ec);
+
+  StatusOr<pipeline::PipelineSpec> spec = pipeline::LoadSpec(scenario_.ResolvePipelinePath());
+  if (!spec.ok()) return spec.status();
+  context_.num_ops = static_cast<int>(spec->ops.size());
+  for (const testbed::WorkerScenario& w : scenario_.workers) {
+    context_.workers_have_storage =
+        context_.workers_have_storage && w.storage != StorageKind::kNone;
+  }
+
+  json report;
+  report["scenario"] = {{"name", scenario_.name},
+                        {"file", scenario_.file},
+                        {"pipeline", scenario_.pipeline},
+                        {"trainer_cpus", scenario_.trainer_cpus},
+                        {"accelerator_ms", scenario_.accelerator_ms},
+                        {"steps", scenario_.steps},
+                        {"data",
+                         {{"kind", scenario_.data_kind},
+                          {"count", scenario_.data_count},
+                          {"seed", scenario_.data_seed}}}};
+  report["scenario"]["workers"] = json::array();
+  for (const testbed::WorkerScenario& w : scenario_.workers) {
+    std::string storage = w.storage == StorageKind::kShared ? "shared"
+                          : w.storage == StorageKind::kNone ? "none"
+                                                            : "slow";
+    report["scenario"]["workers"].push_back({{"cpus", w.cpus},
+                                             {"bandwidth_bps", w.bandwidth_bps},
+                                             {"latency_ms", w.latency_s * 1e3},
+                                             {"storage", storage},
+                                             {"storage_bytes_per_s", w.storage_bytes_per_s}});
+  }
+  report["scenario"]["events"] = json::array();
+  for (const testbed::ScenarioEvent& e : scenario_.events) {
+    json je = {{"at_s", e.at_s}, {"worker", e.worker}};
+    if (e.cpus) je["cpus"] = *e.cpus;
+    if (e.kill) je["kill"] = true;
+    report["scenario"]["events"].push_back(je);
+  }
+
+  if (options_.hold_s <= 0) SLUICE_RETURN_IF_ERROR(GenerateData());
+  if (g_signal.load() != 0) return Interrupted();
+
+  SLUICE_ASSIGN_OR_RETURN(testbed_, Testbed::Create(scenario_.ToTestbedSpec()));
+  for (const std::string& w : testbed_->warnings()) {
+    std::fprintf(stderr, "sluice bench: warning: %s\n", w.c_str());
+  }
+  report["testbed"] = {
+      {"run_id", testbed_->run_id()},
+      {"cgroup", testbed_->cgroup_version() == testbed::CgroupVersion::kV2 ? "v2" : "v1"},
+      {"warnings", testbed_->warnings()}};
+  if (options_.verify) {
+    std::fprintf(stderr, "sluice bench: verifying links and CPU quotas\n");
+    SLUICE_ASSIGN_OR_RETURN(json measured, testbed::VerifyTestbed(*testbed_));
+    for (const json& l : measured["links"]) {
+      std::fprintf(stderr, "  link w%d: spec %.1f Mbit/s, measured %.1f Mbit/s%s\n",
+                   l["worker"].get<int>(), l["spec_bps"].get<double>() / 1e6,
+                   l["measured_bps"].get<double>() / 1e6, l["ok"].get<bool>() ? "" : "  (off)");
+    }
+    for (const auto& [host, c] : measured["cpus"].items()) {
+      std::fprintf(stderr, "  cpu %s: spec %.2f, measured %.2f%s\n", host.c_str(),
+                   c["spec_cpus"].get<double>(), c["measured_cpus"].get<double>(),
+                   c["ok"].get<bool>() ? "" : "  (off)");
+    }
+    report["testbed"]["measured"] = measured;
+  } else {
+    report["testbed"]["measured"] = json::object();
+  }
+  if (g_signal.load() != 0) return Interrupted();
+
+  if (options_.hold_s > 0) {
+    // For tests and manual experiments: the testbed stands until the time is up or a signal.
+    std::fprintf(stderr, "sluice bench: testbed %s up, holding %.0f s\n",
+                 testbed_->run_id().c_str(), options_.hold_s);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.hold_s);
+    while (std::chrono::steady_clock::now() < until) {
+      if (g_signal.load() != 0) return Interrupted();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    report["policies"] = json::object();
+    return report;
+  }
+
+  SLUICE_RETURN_IF_ERROR(StartWorkers());
+  report["policies"] = json::object();
+  for (const std::string& name : options_.policies) {
+    const PolicyDef* def = nullptr;
+    for (const PolicyDef& d : Policies()) {
+      if (name == d.name) def = &d;
+    }
+    StatusOr<json> result = RunPolicy(def, name);
+    if (!result.ok()) {
+      if (g_signal.load() != 0) return result.status();
+      std::fprintf(stderr, "sluice bench: %s failed: %s\n", name.c_str(),
+                   std::string(result.status().message()).c_str());
+      report["policies"][name] = {{"error", std::string(result.status().message())}};
+      continue;
+    }
+    result->erase("train");
+    std::fprintf(stderr, "sluice bench: %s: %.1f samples/s, stall %.1f%%\n", name.c_str(),
+                 (*result)["samples_per_s"].get<double>(),
+                 100 * (*result)["stall_fraction"].get<double>());
+    report["policies"][name] = *result;
+  }
+  return report;
+}
+
+// Where bench/plot.py is: beside the working directory's bench/, or the source tree the
+// binary was built in (<src>/build-*/bin/sluice).
+std::string FindPlotScript() {
+  std::vector<fs::path> candidates = {fs::path("bench/plot.py")};
+  fs::path exe = SelfPath();
+  candidates.push_back(exe.parent_path().parent_path().parent_path() / "bench/plot.py");
+  for (const fs::path& p : candidates) {
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return "";
+}
+
+const char kUsageTail[] =
+    "\npolicies: none (all local), full (all remote after batching), oracle (best of a\n"
+    "sweep), or fixed:cut=K,ratio=R[,read=local|remote] as `sluice train` takes it.\n"
+    "Needs root (network namespaces, tc, cgroups); exits 2 without it.\n";
+
+}  // namespace
+
+int BenchCommand(const std::vector<std::string>& args) {
+  BenchOptions options;
+  std::string policies = "none,full,oracle";
+  bool no_verify = false;
+  double hold_s = 0;
+  double run_timeout_s = 600;
+  FlagParser flags(kCommand,
+                   "SCENARIO.yaml [--policies LIST] [--json OUT] [--plot OUT.png] "
+                   "[--work-dir DIR] [--data-dir DIR]");
+  flags.AddString("policies", &policies, "LIST", "comma-separated policies to run");
+  flags.AddString("json", &options.json_out, "OUT", "write the report as JSON to OUT");
+  flags.AddString("plot", &options.plot_out, "OUT.png",
+                  "plot the report (bench/plot.py, /usr/bin/python3); also writes "
+                  "OUT-sweep.png when an oracle ran");
+  flags.AddString("work-dir", &options.work_dir, "DIR",
+                  "logs, per-run JSON and the generated data (default: /tmp/sluice-bench)");
+  flags.AddString("data-dir", &options.data_dir, "DIR", "where the data set is generated");
+  flags.AddBool("no-verify", &no_verify, "skip the link and CPU verification");
+  flags.AddDouble("run-timeout", &run_timeout_s, "S", "give up on one train run after S", 1, 1e6);
+  flags.AddDouble("hold", &hold_s, "S",
+                  "only set up (and verify) the testbed, stand S seconds, tear down", 0, 1e6);
+  if (Status s = flags.Parse(args); !s.ok()) {
+    return UsageError(kCommand, std::string(s.message()), flags.Usage() + kUsageTail);
+  }
+  if (flags.help_requested()) {
+    std::fputs((flags.Usage() + kUsageTail).c_str(), stdout);
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return UsageError(kCommand, "expected one SCENARIO.yaml", flags.Usage() + kUsageTail);
+  }
+  options.scenario_path = flags.positional()[0];
+  options.policies = SplitPolicies(policies);
+  options.verify = !no_verify;
+  options.hold_s = hold_s;
+  options.run_timeout_s = run_timeout_s;
+  if (options.work_dir.empty()) options.work_dir = "/tmp/sluice-bench";
+  for (const std::string& p : options.policies) {
+    bool known = p.rfind("fixed:", 0) == 0;
+    for (const PolicyDef& d : Policies()) known = known || p == d.name;
+    if (!known) {
+      std::string names;
+      for (const PolicyDef& d : Policies()) absl::StrAppend(&names, d.name, ", ");
+      return UsageError(kCommand,
+                        absl::StrCat("unknown policy '", p, "' (known: ", names, "fixed:...)"),
+                        flags.Usage() + kUsageTail);
+    }
+  }
+  StatusOr<Scenario> scenario = testbed::LoadScenario(options.scenario_path);
+  if (!scenario.ok()) return ReportError(kCommand, scenario.status());
+  if (Status s = testbed::CheckRoot(); !s.ok()) {
+    std::fprintf(stderr, "sluice bench: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+
+  StartSignalThread();
+  auto runner = std::make_unique<BenchRunner>(options, *std::move(scenario));
+  StatusOr<json> report = runner->Run();
+  runner.reset();  // tears the testbed down before anything is reported
+  if (!report.ok()) {
+    if (g_signal.load() != 0) {
+      std::fprintf(stderr, "sluice bench: %s\n", std::string(report.status().message()).c_str());
+      return 128 + g_signal.load();
+    }
+    return ReportError(kCommand, report.status());
+  }
+  const std::string text = report->dump(2) + "\n";
+  if (!options.json_out.empty()) {
+    std::ofstream out(options.json_out, std::ios::trunc);
+    out << text;
+    if (!out) {
+      return ReportError(
+          kCommand, absl::FailedPreconditionError(absl::StrCat("cannot write ", options.json_out)));
+    }
+  } else {
+    std::fputs(text.c_str(), stdout);
+  }
+  if (!options.plot_out.empty()) {
+    std::string json_path = options.json_out;
+    if (json_path.empty()) {
+      json_path = options.work_dir + "/report.json";
+      std::ofstream(json_path, std::ios::trunc) << text;
+    }
+    const std::string script = FindPlotScript();
+    if (script.empty()) {
+      return ReportError(kCommand, absl::NotFoundError("bench/plot.py not found"));
+    }
+    StatusOr<testbed::ProgramResult> r =
+        testbed::RunProgram({"/usr/bin/python3", script, json_path, options.plot_out});
+    if (!r.ok() || r->exit_code != 0) {
+      return ReportError(kCommand, absl::InternalError(absl::StrCat(
+                                       "plotting failed: ",
+                                       r.ok() ? r->output : std::string(r.status().message()))));
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,301 @@
+// `sluice train PIPELINE.yaml`: a training loop with an emulated accelerator, fed by the
+// Loader (locally, or offloading to workers under a fixed plan). Reports throughput, the
+// prep-stall fraction and where the samples were processed.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "sluice/cli/checksum.h"
+#include "sluice/cli/commands.h"
+#include "sluice/cli/flags.h"
+#include "sluice/cli/progress.h"
+#include "sluice/cli/report.h"
+#include "sluice/core/clock.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/runtime/loader.h"
+#include "sluice/runtime/train.h"
+
+namespace sluice::cli {
+namespace {
+
+constexpr const char* kCommand = "train";
+
+Status WriteJson(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    return absl::OkStatus();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+nlohmann::json PlanJson(const runtime::TrainPolicy& policy, const runtime::LoaderReport& report) {
+  nlohmann::json plan;
+  plan["policy"] = policy.name;
+  if (policy.name == "none") {
+    plan["cut"] = nullptr;
+    plan["read_mode"] = nullptr;
+    plan["ratio"] = 0.0;
+    plan["compression"] = "none";
+    plan["workers"] = nlohmann::json::array();
+    return plan;
+  }
+  if (policy.cut == runtime::kCutAfterBatch) {
+    plan["cut"] = "batch";
+  } else {
+    plan["cut"] = policy.cut;
+  }
+  plan["read_mode"] = runtime::ReadModeName(policy.read_mode);
+  plan["ratio"] = policy.ratio;
+  plan["compression"] = runtime::CompressionName(policy.compression);
+  nlohmann::json workers = nlohmann::json::array();
+  for (const runtime::WorkerReport& w : report.workers) {
+    workers.push_back({{"address", w.address}, {"share", w.share}});
+  }
+  plan["workers"] = workers;
+  return plan;
+}
+
+std::string Percent(int64_t part, int64_t whole) {
+  return absl::StrFormat("%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+}
+
+}  // namespace
+
+int TrainCommand(const std::vector<std::string>& args) {
+  std::string workers_flag;
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string policy_text = "none";
+  double accelerator_ms = 0;
+  int64_t steps = 0;
+  int64_t threads = 0;
+  std::string files;
+  std::string json_path;
+  double connect_timeout_s = 5;
+  bool dump_checksum = false;
+
+  FlagParser flags(kCommand,
+                   "PIPELINE.yaml [--workers HOST:PORT,...] [--token-file F] [--tls-ca F "
+                   "[--tls-cert F --tls-key F]] [--policy P] --accelerator-ms MS --steps N "
+                   "[--threads N] [--files GLOB] [--json OUT]");
+  flags.AddString("workers", &workers_flag, "HOST:PORT,...", "the `sluice worker`s to use");
+  flags.AddString("token-file", &token_file, "F", "send the bearer token in F to the workers");
+  flags.AddString("tls-ca", &tls_ca, "F", "connect with TLS, trusting the CA certificate in F");
+  flags.AddString("tls-cert", &tls_cert, "F", "client certificate for mutual TLS");
+  flags.AddString("tls-key", &tls_key, "F", "private key of --tls-cert");
+  flags.AddString("policy", &policy_text, "P",
+                  "none | fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none] "
+                  "(K: ops run where the sample is assigned, or batch)");
+  flags.AddDouble("accelerator-ms", &accelerator_ms, "MS",
+                  "emulated accelerator time per step (a sleep)", 0, 1e7);
+  flags.AddInt("steps", &steps, "N", "training steps (0: until the data ends)", 0);
+  flags.AddInt("threads", &threads, "N",
+               "local pipeline threads (0: the spec's options.threads, else the CPU budget)", 0,
+               4096);
+  flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
+  flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
+  flags.AddDouble("connect-timeout", &connect_timeout_s, "S",
+                  "seconds to wait for a worker at start", 0.05, 600);
+  // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
+  // summary then goes to stderr.
+  flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
+
+  if (Status s = flags.Parse(args); !s.ok()) {
+    return UsageError(kCommand, std::string(s.message()), flags.Usage());
+  }
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return UsageError(
+        kCommand,
+        flags.positional().empty() ? "missing PIPELINE.yaml" : "expected exactly one pipeline file",
+        flags.Usage());
+  }
+  if (json_path == "-" && dump_checksum) {
+    return UsageError(kCommand, "--json - and --dump-checksum both want stdout", flags.Usage());
+  }
+  if ((!tls_cert.empty() || !tls_key.empty()) && (tls_cert.empty() || tls_key.empty())) {
+    return UsageError(kCommand, "--tls-cert and --tls-key go together", flags.Usage());
+  }
+  if (!tls_cert.empty() && tls_ca.empty()) {
+    return UsageError(kCommand, "--tls-cert needs --tls-ca", flags.Usage());
+  }
+
+  StatusOr<pipeline::PipelineSpec> loaded = pipeline::LoadSpec(flags.positional()[0]);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "sluice %s: %s\n", kCommand,
+                 std::string(loaded.status().message()).c_str());
+    return kExitUsage;
+  }
+  pipeline::PipelineSpec spec = *std::move(loaded);
+  if (flags.IsSet("files")) {
+    spec.source.files = {files};
+    spec.source.manifest.clear();
+  }
+  if (steps == 0 && spec.epochs < 0) {
+    return UsageError(kCommand, "the pipeline repeats forever (epochs: -1): give --steps",
+                      flags.Usage());
+  }
+
+  StatusOr<runtime::TrainPolicy> parsed =
+      runtime::ParsePolicy(policy_text, static_cast<int>(spec.ops.size()));
+  if (!parsed.ok()) {
+    return UsageError(kCommand, std::string(parsed.status().message()), flags.Usage());
+  }
+  const runtime::TrainPolicy policy = *parsed;
+
+  std::vector<std::string> addresses;
+  for (absl::string_view a : absl::StrSplit(workers_flag, ',', absl::SkipWhitespace())) {
+    addresses.emplace_back(a);
+  }
+  if (policy.name == "fixed" && addresses.empty()) {
+    return UsageError(kCommand, "--policy fixed needs --workers", flags.Usage());
+  }
+  if (policy.name == "none" && !addresses.empty()) {
+    std::fprintf(stderr, "sluice %s: --policy none: the workers are not used\n", kCommand);
+  }
+
+  runtime::LoaderOptions options;
+  options.threads = static_cast<int>(threads);
+  if (policy.name == "fixed") {
+    std::string token;
+    if (!token_file.empty()) {
+      StatusOr<std::string> read = rpc::ReadTokenFile(token_file);
+      if (!read.ok()) return ReportError(kCommand, read.status());
+      token = *read;
+    }
+    for (const std::string& address : addresses) {
+      rpc::ConnectOptions c;
+      c.address = address;
+      c.token = token;
+      c.tls_ca_file = tls_ca;
+      c.tls_cert_file = tls_cert;
+      c.tls_key_file = tls_key;
+      c.connect_timeout_s = connect_timeout_s;
+      options.workers.push_back(std::move(c));
+    }
+    options.cut = policy.cut;
+    options.ratio = policy.ratio;
+    options.read_mode = policy.read_mode;
+    options.compression = policy.compression;
+  }
+
+  const int64_t start = NowNanos();
+  StatusOr<std::unique_ptr<runtime::Loader>> created = runtime::Loader::Create(spec, options);
+  if (!created.ok()) return ReportError(kCommand, created.status());
+  std::unique_ptr<runtime::Loader> loader = *std::move(created);
+
+  ProgressLine progress(stderr, isatty(STDERR_FILENO) == 1, start);
+  SampleDigests digests;
+  runtime::TrainOptions train;
+  train.steps = steps;
+  train.accelerator_ms = accelerator_ms;
+  train.on_step = [&](const runtime::TrainProgress& p) {
+    const int64_t now = NowNanos();
+    if (!progress.Due(now)) return;
+    progress.Update(
+        now, absl::StrFormat("train: step %d%s, %d samples, %.1f samples/s, stall %.0f%%, %.1f s",
+                             p.steps, steps > 0 ? absl::StrCat("/", steps) : "", p.samples,
+                             p.elapsed_s > 0 ? p.samples / p.elapsed_s : 0.0,
+                             p.elapsed_s > 0 ? 100 * p.stall_s / p.elapsed_s : 0.0, p.elapsed_s));
+  };
+  if (dump_checksum) train.on_batch = [&](const Element& batch) { digests.Add(batch); };
+  StatusOr<runtime::TrainResult> ran = runtime::RunTraining(*loader, train);
+  progress.Finish();
+  if (!ran.ok()) {
+    std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(ran.status().message()).c_str());
+    return kExitRuntime;
+  }
+  const runtime::TrainResult result = *ran;
+  loader->Cancel();
+  const runtime::LoaderReport report = loader->Report();
+  loader.reset();
+
+  // The human summary.
+  FILE* out = dump_checksum ? stderr : stdout;
+  int64_t processed = report.samples_local;
+  for (const runtime::WorkerReport& w : report.workers) processed += w.samples;
+  std::string where = absl::StrCat("local ", report.samples_local, " (",
+                                   Percent(report.samples_local, processed), ")");
+  for (const runtime::WorkerReport& w : report.workers) {
+    absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
+                    ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
+                    w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "", ")");
+  }
+  std::fprintf(out,
+               "train: %lld steps, %lld samples in %.2f s: %.1f samples/s, stall %.1f%% "
+               "(%.2f s waiting for data, %.2f s stepping)%s\n",
+               static_cast<long long>(result.steps), static_cast<long long>(result.samples),
+               result.wall_s, result.samples_per_s(), 100 * result.stall_fraction(), result.stall_s,
+               result.compute_s, result.data_ended ? " [the data ended before --steps]" : "");
+  std::fprintf(out, "plan: %s\n", policy.ToString().c_str());
+  std::fprintf(out, "processed: %s\n", where.c_str());
+  std::fprintf(out, "duplicates dropped %lld, re-queued %lld, skipped %lld\n",
+               static_cast<long long>(report.duplicates_dropped),
+               static_cast<long long>(report.requeued_samples),
+               static_cast<long long>(report.skipped));
+  if (dump_checksum) std::fputs(digests.ToString().c_str(), stdout);
+  std::fflush(stdout);
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["command"] = "train";
+    j["samples_per_s"] = result.samples_per_s();
+    j["stall_fraction"] = result.stall_fraction();
+    j["plan"] = PlanJson(policy, report);
+    j["time_to_plan_s"] = 0.0;
+    j["wall_s"] = result.wall_s;
+    j["stall_s"] = result.stall_s;
+    j["compute_s"] = result.compute_s;
+    j["steps"] = result.steps;
+    j["samples"] = result.samples;
+    j["accelerator_ms"] = accelerator_ms;
+    j["threads"] = report.threads;
+    j["data_ended"] = result.data_ended;
+    j["fingerprint"] = pipeline::Fingerprint(spec);
+    nlohmann::json workers = nlohmann::json::array();
+    for (const runtime::WorkerReport& w : report.workers) {
+      workers.push_back({{"address", w.address},
+                         {"samples", w.samples},
+                         {"bytes_received", w.bytes_received},
+                         {"connected", w.connected},
+                         {"failures", w.failures}});
+    }
+    j["places"] = {{"local", report.samples_local}, {"workers", workers}};
+    j["samples_local"] = report.samples_local;
+    j["duplicates_dropped"] = report.duplicates_dropped;
+    j["requeued_samples"] = report.requeued_samples;
+    j["skipped"] = report.skipped;
+    j["warnings"] = report.warnings;
+    Status written = WriteJson(json_path, j.dump(2) + "\n");
+    if (!written.ok()) {
+      std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(written.message()).c_str());
+      return kExitRuntime;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,346 @@
+#include "sluice/runtime/coordinator.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "sluice/pipeline/source.h"
+
+namespace sluice::runtime {
+
+StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options,
+                                                           std::vector<ConsumerConfig> consumers) {
+  if (options.split_size == 0) {
+    return absl::InvalidArgumentError("coordinator: split_size must be at least 1");
+  }
+  if (options.epochs == 0 || options.epochs < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("coordinator: epochs must be at least 1, or -1; got ", options.epochs));
+  }
+  if (consumers.empty()) return absl::InvalidArgumentError("coordinator: no consumers");
+  double total = 0;
+  for (const ConsumerConfig& c : consumers) {
+    if (!(c.share >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("coordinator: consumer ", c.name, " has a negative share ", c.share));
+    }
+    if (c.max_open_splits < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("coordinator: consumer ", c.name,
+                                                     " needs max_open_splits >= 1, got ",
+                                                     c.max_open_splits));
+    }
+    total += c.share;
+  }
+  if (total <= 0) return absl::InvalidArgumentError("coordinator: every share is zero");
+  for (ConsumerConfig& c : consumers) c.share /= total;
+  return std::unique_ptr<Coordinator>(new Coordinator(options, std::move(consumers)));
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, std::vector<ConsumerConfig> consumers)
+    : options_(options) {
+  for (ConsumerConfig& c : consumers) {
+    Consumer consumer;
+    consumer.config = std::move(c);
+    consumers_.push_back(std::move(consumer));
+  }
+}
+
+uint64_t Coordinator::TotalSeqs() const {
+  if (options_.epochs < 0) return std::numeric_limits<uint64_t>::max();
+  return options_.samples_per_epoch * static_cast<uint64_t>(options_.epochs);
+}
+
+bool Coordinator::DoneLocked() const {
+  if (options_.samples_per_epoch == 0) return true;
+  return options_.epochs >= 0 && epochs_completed_ >= options_.epochs;
+}
+
+Coordinator::EpochState* Coordinator::EpochLocked(uint32_t epoch) {
+  auto it = epochs_.find(epoch);
+  if (it != epochs_.end()) return &it->second;
+  if (epoch < epochs_started_) return nullptr;  // finished
+  // Epochs start in order, as fresh splits reach them.
+  EpochState& e = epochs_[epoch];
+  const uint64_t n = options_.samples_per_epoch;
+  e.order = pipeline::EpochOrder(n, options_.shuffle, options_.seed, epoch);
+  e.inverse.assign(n, 0);
+  for (uint64_t pos = 0; pos < n; ++pos) e.inverse[e.order[pos]] = pos;
+  e.state.assign(n, State::kPending);
+  epochs_started_ = std::max(epochs_started_, epoch + 1);
+  return &e;
+}
+
+std::optional<uint64_t> Coordinator::SeqLocked(SampleId id) const {
+  auto it = epochs_.find(id.epoch);
+  if (it == epochs_.end() || id.index >= it->second.inverse.size()) return std::nullopt;
+  return static_cast<uint64_t>(id.epoch) * options_.samples_per_epoch +
+         it->second.inverse[id.index];
+}
+
+Coordinator::State& Coordinator::StateLocked(uint64_t seq) {
+  const uint64_t n = options_.samples_per_epoch;
+  return epochs_.at(static_cast<uint32_t>(seq / n)).state[seq % n];
+}
+
+std::optional<uint64_t> Coordinator::SeqOf(SampleId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SeqLocked(id);
+}
+
+bool Coordinator::EligibleLocked(int consumer, uint64_t size) const {
+  const Consumer& c = consumers_[consumer];
+  return static_cast<double>(c.assigned) <
+         c.config.share * static_cast<double>(total_assigned_ + static_cast<int64_t>(size));
+}
+
+bool Coordinator::OtherWaitingLocked(int consumer, uint64_t size) const {
+  for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
+    if (i == consumer) continue;
+    const Consumer& c = consumers_[i];
+    if (c.config.active && c.config.share > 0 && c.open < c.config.max_open_splits &&
+        EligibleLocked(i, size)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<uint64_t> Coordinator::PeekLocked() {
+  while (!requeued_.empty()) {
+    std::vector<uint64_t>& front = requeued_.front();
+    std::erase_if(front, [&](uint64_t seq) { return StateLocked(seq) != State::kPending; });
+    if (!front.empty()) return front;
+    requeued_.pop_front();
+  }
+  const uint64_t n = options_.samples_per_epoch;
+  if (n == 0 || next_fresh_ >= TotalSeqs()) return {};
+  if (options_.window > 0 && next_fresh_ >= oldest_unresolved_ + options_.window) return {};
+  EpochLocked(static_cast<uint32_t>(next_fresh_ / n));  // a fresh run may start an epoch
+  const uint64_t epoch_end = (next_fresh_ / n + 1) * n;
+  const uint64_t end = std::min(epoch_end, next_fresh_ + options_.split_size);
+  std::vector<uint64_t> seqs;
+  seqs.reserve(end - next_fresh_);
+  for (uint64_t s = next_fresh_; s < end; ++s) seqs.push_back(s);
+  return seqs;
+}
+
+void Coordinator::TakeLocked() {
+  if (!requeued_.empty()) {
+    requeued_.pop_front();
+    return;
+  }
+  const uint64_t n = options_.samples_per_epoch;
+  const uint64_t epoch_end = (next_fresh_ / n + 1) * n;
+  next_fresh_ = std::min(epoch_end, next_fresh_ + options_.split_size);
+}
+
+Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* out) {
+  if (cancelled_) return Acquired::kCancelled;
+  if (DoneLocked()) return Acquired::kDone;
+  Consumer& c = consumers_[consumer];
+  if (!c.config.active) return Acquired::kInactive;
+  if (c.open >= c.config.max_open_splits) return Acquired::kWait;
+  std::vector<uint64_t> seqs = PeekLocked();
+  if (seqs.empty()) return Acquired::kWait;
+  if (!EligibleLocked(consumer, seqs.size()) && OtherWaitingLocked(consumer, seqs.size())) {
+    return Acquired::kWait;
+  }
+  TakeLocked();
+  const uint64_t n = options_.samples_per_epoch;
+  const uint64_t split_id = next_split_id_++;
+  const uint32_t epoch = static_cast<uint32_t>(seqs.front() / n);
+  EpochState* e = EpochLocked(epoch);
+  out->split_id = split_id;
+  out->epoch = epoch;
+  out->samples.clear();
+  out->samples.reserve(seqs.size());
+  for (uint64_t seq : seqs) {
+    e->state[seq % n] = State::kAssigned;
+    split_of_[seq] = split_id;
+    out->samples.push_back(SampleId{epoch, e->order[seq % n]});
+  }
+  out->seqs = seqs;
+  OpenSplit& split = open_[split_id];
+  split.consumer = consumer;
+  split.unresolved = seqs.size();
+  split.seqs = std::move(seqs);
+  ++c.open;
+  ++c.splits;
+  c.assigned += static_cast<int64_t>(split.unresolved);
+  total_assigned_ += static_cast<int64_t>(split.unresolved);
+  cv_.notify_all();  // shares moved: a consumer held back may now be eligible
+  return Acquired::kSplit;
+}
+
+Coordinator::Acquired Coordinator::Acquire(int consumer, SplitAssignment* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    Acquired a = AcquireLocked(consumer, out);
+    if (a != Acquired::kWait) return a;
+    cv_.wait(lock);
+  }
+}
+
+Coordinator::Acquired Coordinator::TryAcquire(int consumer, SplitAssignment* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AcquireLocked(consumer, out);
+}
+
+std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
+  if (epochs_.find(id.epoch) == epochs_.end()) {
+    if (id.epoch < epochs_started_) ++duplicates_;  // its epoch already finished
+    return std::nullopt;
+  }
+  std::optional<uint64_t> seq = SeqLocked(id);
+  if (!seq.has_value()) return std::nullopt;  // not a sample of the source
+  State& state = StateLocked(*seq);
+  if (state == State::kDelivered || state == State::kSkipped) {
+    ++duplicates_;
+    return std::nullopt;
+  }
+  // Pending: either never handed out (not ours to accept) or re-queued after a failure
+  // (a late delivery from the failed consumer, accepted).
+  if (state == State::kPending && *seq >= next_fresh_) return std::nullopt;
+  if (state == State::kAssigned) {
+    auto it = split_of_.find(*seq);
+    if (it != split_of_.end()) {
+      auto sit = open_.find(it->second);
+      split_of_.erase(it);
+      if (sit != open_.end() && --sit->second.unresolved == 0) {
+        --consumers_[sit->second.consumer].open;
+        open_.erase(sit);
+      }
+    }
+  }
+  state = to;
+  if (to == State::kDelivered) {
+    ++delivered_;
+  } else {
+    ++skipped_;
+  }
+  const uint64_t n = options_.samples_per_epoch;
+  const uint32_t epoch = static_cast<uint32_t>(*seq / n);
+  EpochState& e = epochs_.at(epoch);
+  if (++e.resolved == n) {
+    epochs_.erase(epoch);
+    ++epochs_completed_;
+  }
+  // Advance the oldest unresolved sample (finished epochs are skipped whole).
+  while (oldest_unresolved_ < next_fresh_) {
+    const uint32_t oe = static_cast<uint32_t>(oldest_unresolved_ / n);
+    auto it = epochs_.find(oe);
+    if (it == epochs_.end()) {
+      oldest_unresolved_ = (static_cast<uint64_t>(oe) + 1) * n;
+      continue;
+    }
+    const State s = it->second.state[oldest_unresolved_ % n];
+    if (s != State::kDelivered && s != State::kSkipped) break;
+    ++oldest_unresolved_;
+  }
+  cv_.notify_all();
+  return seq;
+}
+
+std::optional<uint64_t> Coordinator::MarkDelivered(SampleId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ResolveLocked(id, State::kDelivered);
+}
+
+std::optional<uint64_t> Coordinator::MarkSkipped(SampleId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ResolveLocked(id, State::kSkipped);
+}
+
+int64_t Coordinator::RequeueLocked(OpenSplit& split) {
+  std::vector<uint64_t> back;
+  for (uint64_t seq : split.seqs) {
+    State& s = StateLocked(seq);
+    if (s != State::kAssigned) continue;
+    s = State::kPending;
+    split_of_.erase(seq);
+    back.push_back(seq);
+  }
+  const int64_t n = static_cast<int64_t>(back.size());
+  Consumer& c = consumers_[split.consumer];
+  c.assigned -= n;
+  total_assigned_ -= n;
+  requeued_samples_ += n;
+  if (!back.empty()) requeued_.push_front(std::move(back));
+  return n;
+}
+
+int64_t Coordinator::ConsumerFailed(int consumer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  consumers_[consumer].config.active = false;
+  // Newest first, so that after the push_fronts the oldest split is at the very front.
+  std::vector<uint64_t> ids;
+  for (const auto& [id, split] : open_) {
+    if (split.consumer == consumer) ids.push_back(id);
+  }
+  int64_t total = 0;
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+    total += RequeueLocked(open_.at(*it));
+    open_.erase(*it);
+  }
+  consumers_[consumer].open = 0;
+  cv_.notify_all();
+  return total;
+}
+
+int64_t Coordinator::ReleaseSplit(uint64_t split_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(split_id);
+  if (it == open_.end()) return 0;
+  const int64_t n = RequeueLocked(it->second);
+  --consumers_[it->second.consumer].open;
+  open_.erase(it);
+  cv_.notify_all();
+  return n;
+}
+
+void Coordinator::SetActive(int consumer, bool active) {
+  std::lock_guard<std::mutex> lock(mu_);
+  consumers_[consumer].config.active = active;
+  cv_.notify_all();
+}
+
+void Coordinator::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  cv_.notify_all();
+}
+
+bool Coordinator::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DoneLocked();
+}
+
+bool Coordinator::WaitDone() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return cancelled_ || DoneLocked(); });
+  return DoneLocked();
+}
+
+CoordinatorStats Coordinator::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CoordinatorStats s;
+  for (const Consumer& c : consumers_) {
+    ConsumerStats cs;
+    cs.name = c.config.name;
+    cs.share = c.config.share;
+    cs.assigned = c.assigned;
+    cs.splits = c.splits;
+    cs.open_splits = c.open;
+    cs.active = c.config.active;
+    s.consumers.push_back(std::move(cs));
+  }
+  s.delivered = delivered_;
+  s.skipped = skipped_;
+  s.duplicates = duplicates_;
+  s.requeued_samples = requeued_samples_;
+  s.epochs_completed = epochs_completed_;
+  s.done = DoneLocked();
+  return s;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,896 @@
+#include "sluice/runtime/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "sluice/core/cpu_budget.h"
+#include "sluice/pipeline/batch.h"
+#include "sluice/pipeline/build.h"
+#include "sluice/pipeline/iterators.h"
+#include "sluice/pipeline/local_executor.h"
+#include "sluice/pipeline/map.h"
+#include "sluice/pipeline/source.h"
+#include "sluice/runtime/coordinator.h"
+#include "sluice/runtime/merge.h"
+
+namespace sluice::runtime {
+
+const char* ReadModeName(rpc::ReadMode mode) {
+  return mode == rpc::ReadMode::kLocalRead ? "local_read" : "remote_read";
+}
+
+const char* CompressionName(rpc::Compression compression) {
+  switch (compression) {
+    case rpc::Compression::kLz4:
+      return "lz4";
+    case rpc::Compression::kZstd:
+      return "zstd";
+    default:
+      return "none";
+  }
+}
+
+namespace {
+
+constexpr uint64_t kDefaultSplitSize = 32;
+constexpr size_t kMaxWarnings = 100;
+constexpr double kReconnectTimeoutS = 1.0;
+
+// An op that reports each element it fails on before returning the error, so the loader
+// learns which samples a ParallelMap drops under on_error: skip.
+class ReportingOp final : public ops::Op {
+ public:
+  ReportingOp(const ops::Op* inner, std::function<void(const Element&)> on_fail)
+      : Op(&inner->schema(), inner->args(), inner->input_schema(), inner->output_schema()),
+        inner_(inner),
+        on_fail_(std::move(on_fail)) {}
+
+  Status Apply(Element& element, const ops::OpContext& ctx) const override {
+    Status status = inner_->Apply(element, ctx);
+    if (!status.ok()) on_fail_(element);
+    return status;
+  }
+  ops::Geometry geometry() const override { return inner_->geometry(); }
+  ops::DecodeRequest NeededInput(const Element& element, const ops::OpContext& ctx,
+                                 int64_t full_height, int64_t full_width) const override {
+    return inner_->NeededInput(element, ctx, full_height, full_width);
+  }
+
+ private:
+  const ops::Op* inner_;
+  std::function<void(const Element&)> on_fail_;
+};
+
+// Local side of cut = after batch: collects the processed samples of each local split and
+// stacks them, in split order, into batches of the batch size (a short last batch of the
+// split is kept, or dropped and reported as skipped under drop_remainder), exactly as a
+// worker batches a split. Thread-safe.
+class SplitBatcher {
+ public:
+  SplitBatcher(Merge* merge, Schema input, pipeline::BatchOptions options)
+      : merge_(merge), input_(std::move(input)), options_(std::move(options)) {}
+
+  void Begin(const SplitAssignment& split) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending& p = splits_[split.split_id];
+    p.results.resize(split.samples.size());
+    p.finished.assign(split.samples.size(), false);
+    for (size_t i = 0; i < split.samples.size(); ++i) {
+      where_[split.samples[i]] = {split.split_id, i};
+    }
+  }
+  void Add(Element element) {
+    const SampleId id = element.id;
+    Resolve(id, std::move(element));
+  }
+  void Skip(SampleId id) { Resolve(id, std::nullopt); }
+
+ private:
+  struct Pending {
+    std::vector<std::optional<Element>> results;
+    std::vector<bool> finished;
+    size_t next = 0;
+    size_t resolved = 0;
+    std::vector<Element> group;
+  };
+
+  void Resolve(SampleId id, std::optional<Element> element) {
+    std::vector<std::vector<Element>> batches;
+    std::vector<SampleId> dropped;
+    const bool skipped = !element.has_value();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto w = where_.find(id);
+      if (w == where_.end()) return;
+      const auto [split_id, position] = w->second;
+      where_.erase(w);
+      Pending& p = splits_.at(split_id);
+      p.results[position] = std::move(element);
+      p.finished[position] = true;
+      ++p.resolved;
+      const size_t size = static_cast<size_t>(options_.size);
+      while (p.next < p.results.size() && p.finished[p.next]) {
+        std::optional<Element>& r = p.results[p.next++];
+        if (!r.has_value()) continue;
+        p.group.push_back(std::move(*r));
+        r.reset();
+        if (p.group.size() == size) batches.push_back(std::move(p.group)), p.group.clear();
+      }
+      if (p.resolved == p.results.size()) {
+        if (!p.group.empty()) {
+          if (options_.drop_remainder) {
+            for (const Element& e : p.group) dropped.push_back(e.id);
+          } else {
+            batches.push_back(std::move(p.group));
+          }
+        }
+        splits_.erase(split_id);
+      }
+    }
+    if (skipped) merge_->Skip(id);
+    for (const SampleId& d : dropped) merge_->Skip(d);
+    for (std::vector<Element>& members : batches) {
+      StatusOr<Element> batch = pipeline::StackBatch(std::move(members), input_, options_);
+      if (!batch.ok()) {
+        merge_->Fail(batch.status());
+        return;
+      }
+      if (!merge_->Push(0, *std::move(batch)).ok()) return;
+    }
+  }
+
+  Merge* const merge_;
+  const Schema input_;
+  const pipeline::BatchOptions options_;
+  std::mutex mu_;
+  std::map<uint64_t, Pending> splits_ ABSL_GUARDED_BY(mu_);
+  std::map<SampleId, std::pair<uint64_t, size_t>> where_ ABSL_GUARDED_BY(mu_);
+};
+
+// The local consumer's source: the samples of the splits the coordinator gives consumer 0,
+// as source elements. Cancel() cancels the coordinator (the whole run).
+class SplitSource : public pipeline::Iterator {
+ public:
+  SplitSource(Coordinator* coordinator, std::shared_ptr<const pipeline::SourceFiles> files,
+              bool with_label, SplitBatcher* batcher)
+      : coordinator_(coordinator),
+        files_(std::move(files)),
+        with_label_(with_label),
+        batcher_(batcher),
+        schema_(pipeline::SourceSchema(with_label ? pipeline::LabelMode::kParentDir
+                                                  : pipeline::LabelMode::kNone)) {}
+
+  Status GetNext(Element* out, bool* end_of_stream) override {
+    if (cancelled_.load()) return absl::CancelledError("pipeline cancelled");
+    while (position_ >= split_.samples.size()) {
+      position_ = 0;
+      switch (coordinator_->Acquire(0, &split_)) {
+        case Coordinator::Acquired::kSplit:
+          if (batcher_ != nullptr) batcher_->Begin(split_);
+          break;
+        case Coordinator::Acquired::kDone:
+          split_.samples.clear();
+          *end_of_stream = true;
+          return absl::OkStatus();
+        default:
+          split_.samples.clear();
+          return absl::CancelledError("pipeline cancelled");
+      }
+    }
+    const SampleId id = split_.samples[position_++];
+    *out = pipeline::MakeSourceElement(*files_, with_label_, id.epoch, id.index);
+    *end_of_stream = false;
+    return absl::OkStatus();
+  }
+  void Cancel() override {
+    cancelled_.store(true);
+    coordinator_->Cancel();
+  }
+  const Schema& schema() const override { return schema_; }
+
+ private:
+  Coordinator* const coordinator_;
+  const std::shared_ptr<const pipeline::SourceFiles> files_;
+  const bool with_label_;
+  SplitBatcher* const batcher_;
+  const Schema schema_;
+  SplitAssignment split_;
+  size_t position_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+// A sample failure that on_error: fail makes fatal, as opposed to a broken stream.
+bool IsDataError(const Status& status, pipeline::OnError on_error) {
+  if (on_error != pipeline::OnError::kFail) return false;
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnauthenticated:
+      return false;
+    default:
+      return absl::StrContains(status.message(), "ops[");
+  }
+}
+
+Schema SchemaAfter(const pipeline::BuiltOps& built, int end) {
+  return end == 0 ? built.input_schema : built.ops[end - 1]->output_schema();
+}
+
+pipeline::BatchOptions BatchOptionsOf(const pipeline::BatchSpec& b) {
+  pipeline::BatchOptions o;
+  o.size = b.size;
+  o.drop_remainder = b.drop_remainder;
+  o.padded = b.padded;
+  o.padding_value = b.padding_value;
+  o.padding_values = b.padding_values;
+  return o;
+}
+
+class RemoteLink;
+
+}  // namespace
+
+struct Loader::Impl {
+  ~Impl();
+  void Warn(const std::string& message);
+  void CancelAll();
+
+  pipeline::PipelineSpec spec;
+  LoaderOptions options;
+  int threads = 1;
+  bool after_batch = false;
+  int prefix_end = 0;  // ops [0, prefix_end) run where the sample is assigned
+
+  // Local only.
+  std::unique_ptr<pipeline::LocalExecutor> local;
+
+  // Offloaded.
+  std::shared_ptr<const pipeline::SourceFiles> files;
+  bool with_label = false;
+  int64_t per_epoch = 0;
+  pipeline::BuiltOps built;
+  std::unique_ptr<pipeline::PipelineStats> stats;
+  std::vector<std::unique_ptr<ops::Op>> wrappers;  // ReportingOps over built.ops
+  std::vector<pipeline::MapStage> read_stage;      // ops[0], for local_read feeding
+  rpc::SessionConfig session;
+  std::unique_ptr<Coordinator> coordinator;
+  std::shared_ptr<Merge> merge;
+  std::unique_ptr<SplitBatcher> batcher;
+  std::unique_ptr<pipeline::Iterator> prefix;
+  std::thread pump;
+  std::vector<std::unique_ptr<RemoteLink>> links;
+  std::unique_ptr<pipeline::Iterator> root;
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> samples_out{0};
+  std::atomic<int64_t> batches_out{0};
+
+  mutable std::mutex warn_mu;
+  std::vector<std::string> warnings ABSL_GUARDED_BY(warn_mu);
+};
+
+void Loader::Impl::Warn(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(warn_mu);
+    if (warnings.size() < kMaxWarnings) warnings.push_back(message);
+  }
+  if (options.warn) {
+    options.warn(message);
+  } else {
+    std::fprintf(stderr, "sluice: warning: %s\n", message.c_str());
+  }
+}
+
+namespace {
+
+// One worker: a supervisor thread keeps a RemoteStream open (reconnecting with backoff), a
+// feeder thread sends it the splits the coordinator gives its consumer, and the supervisor
+// reads its events into the merge.
+class RemoteLink {
+ public:
+  RemoteLink(Loader::Impl* loader, int consumer, rpc::ConnectOptions connect, double share)
+      : loader_(loader), consumer_(consumer), connect_(std::move(connect)), share_(share) {}
+
+  ~RemoteLink() { Stop(); }
+
+  // The first connection attempt (in Create, before the coordinator exists).
+  Status OpenFirst() {
+    StatusOr<std::unique_ptr<rpc::RemoteStream>> opened =
+        rpc::RemoteStream::Open(connect_, loader_->session);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!opened.ok()) {
+      last_error_ = std::string(opened.status().message());
+      return opened.status();
+    }
+    stream_ = std::shared_ptr<rpc::RemoteStream>(std::move(*opened));
+    ++connects_;
+    connected_ = true;
+    return absl::OkStatus();
+  }
+
+  void Start() {
+    supervisor_ = std::thread([this] { Supervise(); });
+  }
+
+  // Cancels the stream and wakes a backoff sleep; the supervisor then exits.
+  void Cancel() {
+    std::shared_ptr<rpc::RemoteStream> stream;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      stream = stream_;
+      cv_.notify_all();
+    }
+    if (stream != nullptr) stream->Cancel();
+  }
+
+  void Stop() {
+    Cancel();
+    if (supervisor_.joinable()) supervisor_.join();
+  }
+
+  WorkerReport Report(int64_t samples) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    WorkerReport r;
+    r.address = connect_.address;
+    r.share = share_;
+    r.samples = samples;
+    r.bytes_received = bytes_received_;
+    r.connected = connected_;
+    r.connects = connects_;
+    r.failures = failures_;
+    r.last_error = last_error_;
+    r.metrics = metrics_;
+    return r;
+  }
+
+ private:
+  bool Stopping() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_ || loader_->stopping.load();
+  }
+
+  // Sleeps `seconds` unless stopped first; returns false when stopped.
+  bool Backoff(double seconds) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                 [&] { return stop_ || loader_->stopping.load(); });
+    return !stop_ && !loader_->stopping.load();
+  }
+
+  void Supervise() {
+    Coordinator* coordinator = loader_->coordinator.get();
+    double backoff = loader_->options.reconnect_initial_s;
+    std::string last_warning;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Unreachable at start: Create() already said so; wait before trying again.
+      if (stream_ == nullptr) last_warning = last_error_;
+    }
+    if (!last_warning.empty()) {
+      if (!Backoff(backoff)) return;
+      backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
+    }
+    for (;;) {
+      if (Stopping() || coordinator->done()) break;
+      std::shared_ptr<rpc::RemoteStream> stream;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stream = stream_;
+      }
+      if (stream == nullptr) {
+        // Short attempts: the backoff loop is the retry, and Stop() waits for an attempt.
+        rpc::ConnectOptions attempt = connect_;
+        attempt.connect_timeout_s = std::min(attempt.connect_timeout_s, kReconnectTimeoutS);
+        StatusOr<std::unique_ptr<rpc::RemoteStream>> opened =
+            rpc::RemoteStream::Open(attempt, loader_->session);
+        if (!opened.ok()) {
+          const std::string message(opened.status().message());
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            last_error_ = message;
+          }
+          if (message != last_warning) {
+            loader_->Warn(absl::StrCat("cannot reach worker ", connect_.address,
+                                       " (retrying in the background): ", message));
+            last_warning = message;
+          }
+          if (!Backoff(backoff)) break;
+          backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
+          continue;
+        }
+        stream = std::shared_ptr<rpc::RemoteStream>(std::move(*opened));
+        int64_t connects = 0;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stream_ = stream;
+          connects = ++connects_;
+          connected_ = true;
+          if (stop_) stream->Cancel();
+        }
+        if (connects > 1 || !last_warning.empty()) {
+          loader_->Warn(absl::StrCat("worker ", connect_.address, " is back; using it again"));
+        }
+        last_warning.clear();
+      }
+      backoff = loader_->options.reconnect_initial_s;
+      coordinator->SetActive(consumer_, true);
+
+      std::thread feeder([this, stream] { Feed(*stream); });
+      Status failure = Read(*stream);
+      const int64_t requeued = coordinator->ConsumerFailed(consumer_);
+      stream->Cancel();
+      feeder.join();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stream_.reset();
+        connected_ = false;
+      }
+      if (Stopping() || coordinator->done() || !loader_->merge->failure().ok()) break;
+      if (IsDataError(failure, loader_->spec.options.on_error)) {
+        loader_->merge->Fail(failure);
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++failures_;
+        last_error_ = std::string(failure.message());
+      }
+      last_warning = std::string(failure.message());
+      loader_->Warn(absl::StrCat("worker ", connect_.address, " failed (", requeued,
+                                 " samples re-queued; reconnecting): ", failure.message()));
+      if (!Backoff(backoff)) break;
+      backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    connected_ = false;
+  }
+
+  void Feed(rpc::RemoteStream& stream) {
+    Coordinator* coordinator = loader_->coordinator.get();
+    const bool local_read = loader_->session.read_mode == rpc::ReadMode::kLocalRead;
+    for (;;) {
+      SplitAssignment split;
+      const Coordinator::Acquired got = coordinator->Acquire(consumer_, &split);
+      if (got != Coordinator::Acquired::kSplit) {
+        // Done or cancelled: end the stream so that the reader returns. Inactive: the reader
+        // failed and is cleaning up.
+        if (got != Coordinator::Acquired::kInactive) stream.Cancel();
+        return;
+      }
+      rpc::Split out;
+      out.split_id = split.split_id;
+      out.elements.reserve(split.samples.size());
+      for (const SampleId& id : split.samples) {
+        Element e =
+            pipeline::MakeSourceElement(*loader_->files, loader_->with_label, id.epoch, id.index);
+        if (local_read) {
+          Status read = pipeline::ApplyStages(loader_->read_stage, e);
+          if (!read.ok()) {
+            if (loader_->spec.options.on_error == pipeline::OnError::kSkip) {
+              loader_->stats->RecordSkip(std::string(read.message()));
+              loader_->merge->Skip(id);
+              continue;
+            }
+            loader_->merge->Fail(read);
+            stream.Cancel();
+            return;
+          }
+        }
+        out.elements.push_back(std::move(e));
+      }
+      if (out.elements.empty()) continue;
+      // A dead stream fails the send; the reader sees the failure and re-queues the split.
+      if (!stream.SendSplit(std::move(out)).ok()) return;
+    }
+  }
+
+  // Reads events until the stream fails (or is cancelled); returns why.
+  Status Read(rpc::RemoteStream& stream) {
+    Merge* merge = loader_->merge.get();
+    Coordinator* coordinator = loader_->coordinator.get();
+    for (;;) {
+      rpc::StreamEvent event = stream.Next();
+      switch (event.kind) {
+        case rpc::StreamEvent::Kind::kElements: {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            bytes_received_ += static_cast<int64_t>(event.wire_bytes);
+          }
+          for (Element& e : event.elements) {
+            if (!merge->Push(consumer_, std::move(e)).ok()) {
+              stream.Cancel();
+              return absl::CancelledError("merge closed");
+            }
+          }
+          break;
+        }
+        case rpc::StreamEvent::Kind::kSplitDone:
+          for (const auto& [id, reason] : event.skipped) {
+            // A short last batch dropped under drop_remainder is not a failed sample.
+            if (!absl::StartsWith(reason, "dropped:")) {
+              loader_->stats->RecordSkip(absl::StrCat("worker ", connect_.address, ": ", reason));
+            }
+            merge->Skip(id);
+          }
+          coordinator->ReleaseSplit(event.split_id);
+          break;
+        case rpc::StreamEvent::Kind::kMetrics: {
+          std::lock_guard<std::mutex> lock(mu_);
+          metrics_ = std::move(event.metrics);
+          break;
+        }
+        case rpc::StreamEvent::Kind::kFailed:
+          return event.status.ok() ? absl::UnavailableError("stream ended") : event.status;
+      }
+    }
+  }
+
+  Loader::Impl* const loader_;
+  const int consumer_;
+  const rpc::ConnectOptions connect_;
+  const double share_;
+  std::thread supervisor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<rpc::RemoteStream> stream_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  std::vector<rpc::WorkerOpMetrics> metrics_ ABSL_GUARDED_BY(mu_);
+};
+
+Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& options) {
+  const int num_ops = static_cast<int>(spec.ops.size());
+  if (!(options.ratio >= 0 && options.ratio <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("ratio must be in [0, 1]; got ", options.ratio));
+  }
+  if (options.cut == kCutAfterBatch) {
+    if (spec.batch.size <= 0) {
+      return absl::InvalidArgumentError("cut=batch needs a pipeline with a batch");
+    }
+  } else if (options.cut < 0 || options.cut > num_ops) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cut ", options.cut, " is out of range: the pipeline has ", num_ops,
+                     " ops, so the cut is 0..", num_ops, " or batch"));
+  }
+  if (options.read_mode == rpc::ReadMode::kLocalRead) {
+    if (num_ops == 0 || spec.ops[0].name != "read_file") {
+      return absl::InvalidArgumentError("read=local needs read_file as the first op");
+    }
+    if (options.cut == 0) {
+      return absl::InvalidArgumentError(
+          "read=local needs a cut of at least 1 (the trainer runs read_file itself)");
+    }
+  }
+  if (!options.worker_shares.empty() && options.worker_shares.size() != options.workers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("got ", options.worker_shares.size(),
+                                                   " worker shares for ", options.workers.size(),
+                                                   " workers"));
+  }
+  for (double s : options.worker_shares) {
+    if (!(s >= 0)) return absl::InvalidArgumentError("worker shares must be >= 0");
+  }
+  if (options.max_open_splits < 1) {
+    return absl::InvalidArgumentError("max_open_splits must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Loader::Impl::CancelAll() {
+  stopping.store(true);
+  if (coordinator != nullptr) coordinator->Cancel();
+  if (merge != nullptr) merge->Cancel();
+  for (auto& link : links) link->Cancel();
+  if (root != nullptr) root->Cancel();
+  if (local != nullptr) local->Cancel();
+}
+
+Loader::Impl::~Impl() {
+  CancelAll();
+  for (auto& link : links) link->Stop();
+  if (prefix != nullptr) prefix->Cancel();
+  if (pump.joinable()) pump.join();
+  root.reset();    // joins the suffix threads
+  prefix.reset();  // joins the prefix map's threads before the ops go away
+  links.clear();
+  local.reset();
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Loader::~Loader() = default;
+
+StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& spec,
+                                                 LoaderOptions options,
+                                                 const ops::Registry& registry) {
+  SLUICE_RETURN_IF_ERROR(CheckPlan(spec, options));
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.spec = spec;
+  d.options = std::move(options);
+  const LoaderOptions& opt = d.options;
+
+  if (opt.threads > 0) {
+    d.threads = opt.threads;
+  } else if (spec.options.threads > 0) {
+    d.threads = spec.options.threads;
+  } else {
+    d.threads = ProbeCpuBudget().threads();
+  }
+
+  if (opt.workers.empty() || opt.ratio <= 0) {
+    pipeline::ExecutorOptions ex;
+    ex.threads = d.threads;
+    ex.max_buffered_bytes = opt.max_buffered_bytes;
+    SLUICE_ASSIGN_OR_RETURN(d.local, pipeline::LocalExecutor::Create(spec, ex, registry));
+    return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+  }
+
+  if (spec.epochs == 0 || spec.epochs < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
+  }
+  if (spec.take < -1 || spec.prefetch < 0 || spec.shuffle_buffer < 0 || spec.batch.size < 0) {
+    return absl::InvalidArgumentError(
+        "take, prefetch, shuffle_buffer and batch.size must not "
+        "be negative");
+  }
+  const int num_ops = static_cast<int>(spec.ops.size());
+  d.after_batch = opt.cut == kCutAfterBatch;
+  d.prefix_end = d.after_batch ? num_ops : opt.cut;
+
+  SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec.source));
+  d.files = std::make_shared<const pipeline::SourceFiles>(std::move(files));
+  d.per_epoch = pipeline::SamplesPerEpoch(*d.files, spec.take);
+  d.with_label = spec.source.label == pipeline::LabelMode::kParentDir &&
+                 d.files->labels.size() == d.files->paths.size();
+  SLUICE_ASSIGN_OR_RETURN(d.built, pipeline::BuildOps(spec.ops, spec.source.seed, registry,
+                                                      pipeline::SourceSchema(spec.source.label)));
+  d.stats = std::make_unique<pipeline::PipelineStats>();
+  d.stats->Init(d.built.names);
+  const pipeline::BatchOptions batch_options = BatchOptionsOf(spec.batch);
+  Schema merged_schema = SchemaAfter(d.built, d.prefix_end);
+  if (d.after_batch) {
+    SLUICE_ASSIGN_OR_RETURN(merged_schema, pipeline::BatchSchema(merged_schema, batch_options));
+  }
+
+  d.session.spec = spec;
+  d.session.cut = opt.cut;
+  d.session.read_mode = opt.read_mode;
+  d.session.compression = opt.compression;
+  d.session.max_inflight_bytes = opt.max_inflight_bytes;
+  if (opt.read_mode == rpc::ReadMode::kLocalRead) {
+    d.read_stage = pipeline::MakeStages(d.built, d.stats.get(), 0, 1);
+  }
+
+  // Splits: a multiple of the batch size after batch.
+  uint64_t split_size = opt.split_size > 0 ? opt.split_size : kDefaultSplitSize;
+  if (d.after_batch) {
+    const uint64_t b = static_cast<uint64_t>(spec.batch.size);
+    split_size = std::max<uint64_t>(1, (split_size + b - 1) / b) * b;
+  }
+
+  // Shares: 1 - ratio local, ratio split among the workers.
+  const size_t num_workers = opt.workers.size();
+  std::vector<double> worker_shares = opt.worker_shares;
+  if (worker_shares.empty()) worker_shares.assign(num_workers, 1.0);
+  double share_sum = 0;
+  for (double s : worker_shares) share_sum += s;
+  if (share_sum <= 0) worker_shares.assign(num_workers, 1.0), share_sum = num_workers;
+
+  // Connect to every worker at once; the unreachable ones are reported and retried later.
+  for (size_t i = 0; i < num_workers; ++i) {
+    d.links.push_back(std::make_unique<RemoteLink>(&d, static_cast<int>(i + 1), opt.workers[i],
+                                                   opt.ratio * worker_shares[i] / share_sum));
+  }
+  std::vector<Status> opened(num_workers);
+  {
+    std::vector<std::thread> connecting;
+    for (size_t i = 0; i < num_workers; ++i) {
+      connecting.emplace_back([&, i] { opened[i] = d.links[i]->OpenFirst(); });
+    }
+    for (std::thread& t : connecting) t.join();
+  }
+  for (size_t i = 0; i < num_workers; ++i) {
+    if (opened[i].ok()) continue;
+    // A spec the worker refuses is a mistake in the plan, not an outage.
+    if (opened[i].code() == absl::StatusCode::kInvalidArgument) return opened[i];
+    d.Warn(absl::StrCat("worker ", opt.workers[i].address,
+                        " is unreachable; going on without it: ", opened[i].message()));
+  }
+
+  const int local_cap =
+      static_cast<int>((2 * static_cast<uint64_t>(d.threads) + split_size - 1) / split_size) + 1;
+  std::vector<ConsumerConfig> consumers;
+  consumers.push_back(ConsumerConfig{"local", 1.0 - opt.ratio, local_cap, true});
+  int total_cap = local_cap;
+  for (size_t i = 0; i < num_workers; ++i) {
+    consumers.push_back(ConsumerConfig{absl::StrCat("worker ", opt.workers[i].address),
+                                       opt.ratio * worker_shares[i] / share_sum,
+                                       opt.max_open_splits, opened[i].ok()});
+    total_cap += opt.max_open_splits;
+  }
+  CoordinatorOptions co;
+  co.samples_per_epoch = static_cast<uint64_t>(d.per_epoch);
+  co.shuffle = spec.source.shuffle;
+  co.seed = spec.source.seed;
+  co.epochs = spec.epochs;
+  co.split_size = split_size;
+  if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
+  SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));
+
+  MergeOptions mo;
+  mo.deterministic = spec.options.deterministic;
+  mo.max_elements = 4 * static_cast<size_t>(d.threads) + 16;
+  mo.max_bytes = opt.max_buffered_bytes / 4;
+  d.merge = std::make_shared<Merge>(d.coordinator.get(), merged_schema,
+                                    static_cast<int>(num_workers) + 1, mo);
+
+  // The local prefix.
+  if (d.after_batch) {
+    d.batcher = std::make_unique<SplitBatcher>(d.merge.get(), SchemaAfter(d.built, d.prefix_end),
+                                               batch_options);
+  }
+  std::unique_ptr<pipeline::Iterator> prefix =
+      std::make_unique<SplitSource>(d.coordinator.get(), d.files, d.with_label, d.batcher.get());
+  if (d.prefix_end > 0) {
+    std::vector<pipeline::MapStage> stages =
+        pipeline::MakeStages(d.built, d.stats.get(), 0, d.prefix_end);
+    if (spec.options.on_error == pipeline::OnError::kSkip) {
+      Merge* merge = d.merge.get();
+      SplitBatcher* batcher = d.batcher.get();
+      auto on_fail = [merge, batcher](const Element& e) {
+        if (batcher != nullptr) {
+          batcher->Skip(e.id);
+        } else {
+          merge->Skip(e.id);
+        }
+      };
+      for (pipeline::MapStage& stage : stages) {
+        d.wrappers.push_back(std::make_unique<ReportingOp>(stage.op, on_fail));
+        stage.op = d.wrappers.back().get();
+      }
+    }
+    pipeline::MapOptions mo_prefix;
+    mo_prefix.threads = d.threads;
+    mo_prefix.on_error = spec.options.on_error;
+    mo_prefix.max_buffered_bytes = opt.max_buffered_bytes / 4;
+    mo_prefix.stats = d.stats.get();
+    prefix = pipeline::ParallelMapIterator::Create(std::move(prefix), std::move(stages),
+                                                   SchemaAfter(d.built, d.prefix_end), mo_prefix);
+  }
+  d.prefix = std::move(prefix);
+
+  // The suffix.
+  std::unique_ptr<pipeline::Iterator> it = std::make_unique<MergeReader>(d.merge);
+  if (d.prefix_end < num_ops) {
+    pipeline::MapOptions mo_suffix;
+    mo_suffix.threads = d.threads;
+    mo_suffix.deterministic = spec.options.deterministic;
+    mo_suffix.on_error = spec.options.on_error;
+    mo_suffix.max_buffered_bytes = opt.max_buffered_bytes / 4;
+    mo_suffix.stats = d.stats.get();
+    it = pipeline::ParallelMapIterator::Create(
+        std::move(it), pipeline::MakeStages(d.built, d.stats.get(), d.prefix_end, num_ops),
+        d.built.output_schema, mo_suffix);
+  }
+  if (!d.after_batch) {
+    if (spec.shuffle_buffer > 0) {
+      it = std::make_unique<pipeline::ShuffleBufferIterator>(
+          std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed,
+          opt.max_buffered_bytes / 4);
+    }
+    if (spec.batch.size > 0) {
+      SLUICE_ASSIGN_OR_RETURN(it, pipeline::BatchIterator::Create(std::move(it), batch_options));
+    }
+  }
+  if (spec.prefetch > 0) {
+    it = pipeline::PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch),
+                                            opt.max_buffered_bytes / 2);
+  }
+  d.root = std::move(it);
+
+  // Start the local pump and the workers' links.
+  d.pump = std::thread([&d] {
+    for (;;) {
+      Element e;
+      bool end = false;
+      Status s = d.prefix->GetNext(&e, &end);
+      if (!s.ok()) {
+        if (!d.stopping.load()) d.merge->Fail(s);
+        return;
+      }
+      if (end) return;
+      if (d.batcher != nullptr) {
+        d.batcher->Add(std::move(e));
+      } else if (!d.merge->Push(0, std::move(e)).ok()) {
+        return;
+      }
+    }
+  });
+  for (auto& link : d.links) link->Start();
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Status Loader::GetNext(Element* out, bool* end_of_stream) {
+  Impl& d = *impl_;
+  if (d.local != nullptr) return d.local->GetNext(out, end_of_stream);
+  SLUICE_RETURN_IF_ERROR(d.root->GetNext(out, end_of_stream));
+  if (!*end_of_stream) {
+    const int64_t samples = out->members.empty() ? 1 : static_cast<int64_t>(out->members.size());
+    d.samples_out.fetch_add(samples, std::memory_order_relaxed);
+    d.batches_out.fetch_add(1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+void Loader::Cancel() { impl_->CancelAll(); }
+
+const Schema& Loader::output_schema() const {
+  return impl_->local != nullptr ? impl_->local->output_schema() : impl_->root->schema();
+}
+
+int64_t Loader::samples_per_epoch() const {
+  return impl_->local != nullptr ? impl_->local->samples_per_epoch() : impl_->per_epoch;
+}
+
+LoaderReport Loader::Report() const {
+  const Impl& d = *impl_;
+  LoaderReport r;
+  r.cut = d.options.cut;
+  r.ratio = d.options.ratio;
+  r.read_mode = d.options.read_mode;
+  r.compression = d.options.compression;
+  r.threads = d.threads;
+  {
+    std::lock_guard<std::mutex> lock(d.warn_mu);
+    r.warnings = d.warnings;
+  }
+  if (d.local != nullptr) {
+    const pipeline::PipelineStats& stats = d.local->stats();
+    r.offloaded = false;
+    r.ratio = 0;
+    r.samples_out = stats.samples_out.load();
+    r.batches_out = stats.batches_out.load();
+    r.samples_local = stats.source_samples.load() - stats.skipped();
+    r.skipped = stats.skipped();
+    r.local_ops = stats.SnapshotOps();
+    return r;
+  }
+  r.offloaded = true;
+  const MergeStats merge = d.merge->Stats();
+  const CoordinatorStats coord = d.coordinator->Stats();
+  r.samples_local = merge.samples_by_place[0];
+  for (size_t i = 0; i < d.links.size(); ++i) {
+    r.workers.push_back(d.links[i]->Report(merge.samples_by_place[i + 1]));
+  }
+  r.duplicates_dropped = merge.duplicates_dropped;
+  r.requeued_samples = coord.requeued_samples;
+  r.skipped = d.stats->skipped();
+  r.samples_out = d.samples_out.load();
+  r.batches_out = d.batches_out.load();
+  r.local_ops = d.stats->SnapshotOps();
+  return r;
+}
+
+}  // namespace sluice::runtime

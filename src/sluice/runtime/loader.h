@@ -1,0 +1,135 @@
+// Loader: the trainer's data loader. Runs a PipelineSpec in this process, or, given workers
+// and a plan (cut, ratio, read mode, compression), partly on `sluice worker` processes
+// (docs/offload.md):
+//
+//   Coordinator ── splits ──► local prefix: ops [0, cut) on a ParallelMap ──┐
+//        │                                                                  ├─► Merge ─► suffix
+//        └────── splits ──► one RemoteStream per worker: ops [0, cut) ──────┘
+//   suffix: ops [cut, end) on a ParallelMap -> [shuffle buffer] -> [batch] -> prefetch
+//
+// With cut = kCutAfterBatch every op and the batching run where the sample is assigned
+// (splits are then multiples of the batch size and batches never mix splits), and the suffix
+// is only the prefetch (a shuffle buffer does not apply to whole batches and is left out).
+// In local_read mode the trainer runs ops[0] (which must be read_file) for the samples it
+// sends and streams the bytes; the worker runs ops [1, cut).
+//
+// Without workers, or with ratio 0, the Loader is exactly the local pipeline
+// (pipeline::LocalExecutor). A worker unreachable at start is reported through `warn` and
+// the run goes on with the others (all-local when none is reachable). A stream that fails
+// gets its open splits re-queued and its worker is reconnected in the background with
+// exponential backoff (0.1 s doubling to 5 s by default; each attempt waits at most 1 s for
+// the connection), and used again once back. A
+// sample that fails remotely under on_error: fail ends the run with the op's error, as it
+// would locally. With options.deterministic, batches come out in the same order, and with
+// the same content, whatever the plan and whichever worker fails.
+//
+// Thread-compatible (one consumer calls GetNext()); Cancel() and Report() from any thread.
+// Destruction cancels and joins every thread it started.
+#ifndef SLUICE_RUNTIME_LOADER_H_
+#define SLUICE_RUNTIME_LOADER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/ops/registry.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/pipeline/stats.h"
+#include "sluice/rpc/remote_stream.h"
+
+namespace sluice::runtime {
+
+inline constexpr int kCutAfterBatch = rpc::kCutAfterBatch;
+
+struct LoaderOptions {
+  std::vector<rpc::ConnectOptions> workers;
+  // Ops [0, cut) run where each sample is assigned, the rest in this process;
+  // kCutAfterBatch: all ops and the batching.
+  int cut = 0;
+  // Target fraction of the samples processed by workers, in [0, 1]; the rest is local.
+  // Spill-over moves work to whichever side is idle, whatever the ratio.
+  double ratio = 0;
+  // Relative shares of the workers (empty: equal); one per worker.
+  std::vector<double> worker_shares;
+  rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
+  rpc::Compression compression = rpc::Compression::kNone;
+  int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget
+  uint64_t split_size = 0;  // 0: 32 (rounded up to a multiple of the batch after batch)
+  int max_open_splits = 3;  // per worker
+  size_t max_inflight_bytes = 64 << 20;   // per worker stream (flow-control window)
+  size_t max_buffered_bytes = 256 << 20;  // budget of the local queues
+  double reconnect_initial_s = 0.1;
+  double reconnect_max_s = 5.0;
+  // Warnings (unreachable worker, failure, reconnect). Default: "sluice: warning: ..." on
+  // stderr. Called from the Loader's threads.
+  std::function<void(const std::string&)> warn;
+};
+
+struct WorkerReport {
+  std::string address;
+  double share = 0;            // target fraction of all samples
+  int64_t samples = 0;         // samples it delivered (accepted by the merge)
+  int64_t bytes_received = 0;  // payload bytes received from it, over every connection
+  bool connected = false;      // now
+  int64_t connects = 0;        // successful opens
+  int64_t failures = 0;        // streams that broke after opening
+  std::string last_error;
+  std::vector<rpc::WorkerOpMetrics> metrics;  // latest in-band metrics of its session
+};
+
+struct LoaderReport {
+  bool offloaded = false;  // false: the plain local pipeline ran
+  int cut = 0;
+  double ratio = 0;
+  rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
+  rpc::Compression compression = rpc::Compression::kNone;
+  int threads = 0;
+  int64_t samples_local = 0;  // samples the local prefix delivered
+  std::vector<WorkerReport> workers;
+  int64_t duplicates_dropped = 0;
+  int64_t requeued_samples = 0;
+  int64_t skipped = 0;  // samples dropped under on_error: skip (anywhere)
+  int64_t samples_out = 0;
+  int64_t batches_out = 0;
+  std::vector<pipeline::OpStatsSnapshot> local_ops;  // what ran in this process
+  std::vector<std::string> warnings;                 // the first 100
+};
+
+// "remote_read" / "local_read"; "none" / "lz4" / "zstd".
+const char* ReadModeName(rpc::ReadMode mode);
+const char* CompressionName(rpc::Compression compression);
+
+class Loader {
+ public:
+  // Validates the plan against the spec (cut in 0..ops or kCutAfterBatch with a batch;
+  // local_read needs ops[0] = read_file and a cut past it; ratio in [0, 1]; one share per
+  // worker), builds the local ops, connects to the workers and starts.
+  static StatusOr<std::unique_ptr<Loader>> Create(
+      const pipeline::PipelineSpec& spec, LoaderOptions options,
+      const ops::Registry& registry = ops::Registry::Builtin());
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch (or sample, without batching).
+  Status GetNext(Element* out, bool* end_of_stream);
+  void Cancel();
+
+  const Schema& output_schema() const;
+  int64_t samples_per_epoch() const;
+  LoaderReport Report() const;
+
+  struct Impl;
+
+ private:
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::runtime
+
+#endif  // SLUICE_RUNTIME_LOADER_H_

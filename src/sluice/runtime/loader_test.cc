@@ -1,0 +1,361 @@
+// Loader tests against an in-process gRPC worker (the process-level tests with real
+// `sluice worker` processes live in tests/offload_*_test.cc).
+#include "sluice/runtime/loader.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/ops/op_test_util.h"
+#include "sluice/pipeline/local_executor.h"
+#include "sluice/rpc/grpc_worker_server.h"
+
+namespace sluice::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "sluice-runtime-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  void Write(const std::string& rel, const std::string& bytes) const {
+    fs::path p = fs::path(path_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << bytes;
+  }
+
+ private:
+  std::string path_;
+};
+
+// read_file, decode_jpeg, random_resized_crop, random_flip, normalize; batches of 4.
+pipeline::PipelineSpec ImageSpec(const std::string& glob, bool deterministic) {
+  pipeline::PipelineSpec spec;
+  spec.source.files = {glob};
+  spec.source.label = pipeline::LabelMode::kParentDir;
+  spec.source.shuffle = true;
+  spec.source.seed = 11;
+  spec.ops = {{"read_file", {}},
+              // Reduced-size decoding (the default): at cut 2 the worker's decoder must
+              // still size its decode for the crop that runs in the trainer.
+              {"decode_jpeg", {}},
+              {"random_resized_crop", {{"size", std::vector<int64_t>{16, 16}}}},
+              {"random_flip", {}},
+              {"normalize",
+               {{"mean", std::vector<double>{0.5, 0.4, 0.3}},
+                {"std", std::vector<double>{0.2, 0.2, 0.2}}}}};
+  spec.batch.size = 4;
+  spec.prefetch = 2;
+  spec.options.deterministic = deterministic;
+  spec.options.threads = 2;
+  return spec;
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  static constexpr int kImages = 48;
+
+  void SetUp() override {
+    for (int i = 0; i < kImages; ++i) {
+      Tensor img = ops::test::TexturedImage(40 + 3 * (i % 5), 44 + 2 * (i % 7), 3, i + 1);
+      dir_.Write(absl::StrCat("data/", i % 3 ? "dog" : "cat", "/", 100 + i, ".jpg"),
+                 ops::test::EncodeJpeg(img));
+    }
+    glob_ = dir_.path() + "/data/**/*.jpg";
+  }
+
+  std::unique_ptr<rpc::GrpcWorkerServer> StartWorker(int threads = 2) {
+    rpc::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.worker.threads = threads;
+    options.worker.metrics_interval_s = 0.1;
+    auto server = rpc::GrpcWorkerServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+
+  LoaderOptions Plan(const std::vector<std::string>& addresses, int cut, double ratio,
+                     rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead) {
+    LoaderOptions o;
+    for (const std::string& a : addresses) {
+      rpc::ConnectOptions c;
+      c.address = a;
+      c.connect_timeout_s = 2;
+      o.workers.push_back(c);
+    }
+    o.cut = cut;
+    o.ratio = ratio;
+    o.read_mode = read_mode;
+    o.split_size = 8;
+    o.threads = 2;
+    o.reconnect_initial_s = 0.05;
+    o.reconnect_max_s = 0.2;
+    o.warn = [this](const std::string& w) {
+      std::lock_guard<std::mutex> lock(warn_mu_);
+      warnings_.push_back(w);
+    };
+    return o;
+  }
+
+  static std::vector<Element> DrainLocal(const pipeline::PipelineSpec& spec) {
+    auto ex = pipeline::LocalExecutor::Create(spec);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    std::vector<Element> out;
+    for (;;) {
+      Element e;
+      bool end = false;
+      Status s = (*ex)->GetNext(&e, &end);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok() || end) break;
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  static Status Drain(Loader& loader, std::vector<Element>* out) {
+    for (;;) {
+      Element e;
+      bool end = false;
+      SLUICE_RETURN_IF_ERROR(loader.GetNext(&e, &end));
+      if (end) return absl::OkStatus();
+      out->push_back(std::move(e));
+    }
+  }
+
+  // Every sample's content keyed by SampleId (batches are split into their members).
+  static std::map<SampleId, std::string> ById(const std::vector<Element>& batches) {
+    std::map<SampleId, std::string> out;
+    for (const Element& b : batches) {
+      for (size_t m = 0; m < b.members.size(); ++m) {
+        std::string bytes;
+        for (const Tensor& t : b.tensors) {
+          const Tensor row = t.Slice(static_cast<int64_t>(m), static_cast<int64_t>(m) + 1);
+          bytes.append(row.bytes());
+        }
+        EXPECT_TRUE(out.emplace(b.members[m], bytes).second)
+            << "sample " << b.members[m].index << " delivered twice";
+      }
+    }
+    return out;
+  }
+
+  static void ExpectIdentical(const std::vector<Element>& expected, const std::vector<Element>& got,
+                              const std::string& label) {
+    ASSERT_EQ(expected.size(), got.size()) << label;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(expected[i].members, got[i].members) << label << " batch " << i;
+      ASSERT_EQ(expected[i].tensors.size(), got[i].tensors.size()) << label;
+      for (size_t t = 0; t < expected[i].tensors.size(); ++t) {
+        ASSERT_TRUE(expected[i].tensors[t].Equals(got[i].tensors[t]))
+            << label << " batch " << i << " field " << t;
+      }
+    }
+  }
+
+  std::vector<std::string> Warnings() {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    return warnings_;
+  }
+
+  TempDir dir_;
+  std::string glob_;
+  std::mutex warn_mu_;
+  std::vector<std::string> warnings_;
+};
+
+TEST_F(LoaderTest, WithoutWorkersOrWithRatioZeroItIsTheLocalPipeline) {
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
+  const std::vector<Element> expected = DrainLocal(spec);
+  for (double ratio : {0.0, 0.7}) {
+    LoaderOptions plan = Plan({}, /*cut=*/2, ratio);
+    if (ratio == 0) plan = Plan({"127.0.0.1:1"}, /*cut=*/2, /*ratio=*/0);
+    auto loader = Loader::Create(spec, plan);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<Element> got;
+    ASSERT_TRUE(Drain(**loader, &got).ok());
+    ExpectIdentical(expected, got, absl::StrCat("ratio ", ratio));
+    LoaderReport report = (*loader)->Report();
+    EXPECT_FALSE(report.offloaded);
+    EXPECT_EQ(report.samples_out, kImages);
+  }
+  EXPECT_TRUE(Warnings().empty());
+}
+
+TEST_F(LoaderTest, RejectsImpossiblePlans) {
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, false);
+  pipeline::PipelineSpec unbatched = spec;
+  unbatched.batch.size = 0;
+  struct Case {
+    const char* label;
+    pipeline::PipelineSpec spec;
+    LoaderOptions plan;
+    const char* error;
+  };
+  std::vector<Case> cases = {
+      {"cut past the ops", spec, Plan({"127.0.0.1:1"}, 6, 0.5), "out of range"},
+      {"negative cut", spec, Plan({"127.0.0.1:1"}, -3, 0.5), "out of range"},
+      {"batch cut without batch", unbatched, Plan({"127.0.0.1:1"}, kCutAfterBatch, 0.5),
+       "needs a pipeline with a batch"},
+      {"local read at cut 0", spec, Plan({"127.0.0.1:1"}, 0, 0.5, rpc::ReadMode::kLocalRead),
+       "cut of at least 1"},
+      {"ratio over 1", spec, Plan({"127.0.0.1:1"}, 2, 1.5), "ratio"},
+  };
+  LoaderOptions shares = Plan({"127.0.0.1:1"}, 2, 0.5);
+  shares.worker_shares = {1, 2};
+  cases.push_back({"shares mismatch", spec, shares, "worker shares"});
+  for (const Case& c : cases) {
+    auto loader = Loader::Create(c.spec, c.plan);
+    ASSERT_FALSE(loader.ok()) << c.label;
+    EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument) << c.label;
+    EXPECT_THAT(std::string(loader.status().message()), HasSubstr(c.error)) << c.label;
+  }
+}
+
+// The heart of offloading: whatever the cut and read mode, a deterministic run gives the
+// very batches of the all-local run.
+TEST_F(LoaderTest, DeterministicOffloadedRunIsBitIdenticalForEveryCutAndReadMode) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
+  const std::vector<Element> expected = DrainLocal(spec);
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kImages / 4));
+  for (int cut : {0, 1, 2, 3, 4, 5, kCutAfterBatch}) {
+    for (rpc::ReadMode mode : {rpc::ReadMode::kRemoteRead, rpc::ReadMode::kLocalRead}) {
+      if (mode == rpc::ReadMode::kLocalRead && cut == 0) continue;
+      const std::string label = absl::StrCat("cut ", cut, " ", ReadModeName(mode));
+      auto loader = Loader::Create(spec, Plan({worker->address()}, cut, /*ratio=*/0.5, mode));
+      ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+      std::vector<Element> got;
+      Status s = Drain(**loader, &got);
+      ASSERT_TRUE(s.ok()) << label << ": " << s;
+      ExpectIdentical(expected, got, label);
+      LoaderReport report = (*loader)->Report();
+      EXPECT_TRUE(report.offloaded);
+      ASSERT_EQ(report.workers.size(), 1u);
+      EXPECT_EQ(report.samples_local + report.workers[0].samples, kImages) << label;
+      EXPECT_GT(report.workers[0].samples, 0) << label;
+      EXPECT_GT(report.workers[0].bytes_received, 0) << label;
+      EXPECT_EQ(report.duplicates_dropped, 0) << label;
+      EXPECT_EQ(report.samples_out, kImages) << label;
+    }
+  }
+  for (const std::string& w : Warnings()) ADD_FAILURE() << "unexpected warning: " << w;
+}
+
+TEST_F(LoaderTest, FirstComeRunDeliversTheSameSamplesWithCompression) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = 2;
+  const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+  ASSERT_EQ(expected.size(), static_cast<size_t>(2 * kImages));
+  for (rpc::Compression c : {rpc::Compression::kLz4, rpc::Compression::kZstd}) {
+    LoaderOptions plan = Plan({worker->address()}, /*cut=*/3, /*ratio=*/0.8);
+    plan.compression = c;
+    auto loader = Loader::Create(spec, plan);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<Element> got;
+    ASSERT_TRUE(Drain(**loader, &got).ok());
+    EXPECT_TRUE(ById(got) == expected) << CompressionName(c);
+  }
+}
+
+TEST_F(LoaderTest, UnreachableWorkerAtStartIsReportedAndTheRunIsLocal) {
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
+  const std::vector<Element> expected = DrainLocal(spec);
+  LoaderOptions plan = Plan({"127.0.0.1:1"}, /*cut=*/2, /*ratio=*/0.9);
+  plan.workers[0].connect_timeout_s = 0.3;
+  auto loader = Loader::Create(spec, plan);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  ExpectIdentical(expected, got, "unreachable");
+  const std::vector<std::string> warnings = Warnings();
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_THAT(warnings[0], HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(warnings[0], HasSubstr("unreachable"));
+  LoaderReport report = (*loader)->Report();
+  EXPECT_EQ(report.samples_local, kImages);
+  EXPECT_EQ(report.workers[0].samples, 0);
+  EXPECT_FALSE(report.workers[0].connected);
+}
+
+TEST_F(LoaderTest, WorkerShutDownMidRunStillYieldsEverySampleOnce) {
+  auto worker = StartWorker(/*threads=*/1);
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = 3;
+  spec.prefetch = 1;
+  const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+  auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/2, /*ratio=*/0.9));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  for (int i = 0; i < 3; ++i) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
+    ASSERT_FALSE(end);
+    got.push_back(std::move(e));
+  }
+  worker->Shutdown(/*grace_s=*/0);
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  EXPECT_TRUE(ById(got) == expected);
+}
+
+TEST_F(LoaderTest, SkippedSamplesAreAccountedLocallyAndRemotely) {
+  dir_.Write("data/cat/999.jpg", "not a jpeg at all");
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
+  spec.options.on_error = pipeline::OnError::kSkip;
+  const std::vector<Element> expected = DrainLocal(spec);
+  for (int cut : {1, 3, kCutAfterBatch}) {
+    for (double ratio : {0.01, 1.0}) {  // the bad file lands locally or remotely
+      const std::string label = absl::StrCat("cut ", cut, " ratio ", ratio);
+      auto loader = Loader::Create(spec, Plan({worker->address()}, cut, ratio));
+      ASSERT_TRUE(loader.ok()) << loader.status();
+      std::vector<Element> got;
+      Status s = Drain(**loader, &got);
+      ASSERT_TRUE(s.ok()) << label << ": " << s;
+      std::map<SampleId, std::string> ids = ById(got);
+      EXPECT_EQ(ids.size(), static_cast<size_t>(kImages)) << label;
+      EXPECT_EQ((*loader)->Report().skipped, 1) << label;
+      if (cut != kCutAfterBatch) ExpectIdentical(expected, got, label);
+    }
+  }
+}
+
+TEST_F(LoaderTest, RemoteSampleFailureUnderOnErrorFailEndsTheRun) {
+  dir_.Write("data/cat/999.jpg", "not a jpeg at all");
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/3, /*ratio=*/1.0));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  Status s = Drain(**loader, &got);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("decode_jpeg"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("999.jpg"));
+}
+
+}  // namespace
+}  // namespace sluice::runtime

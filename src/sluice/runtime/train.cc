@@ -1,0 +1,143 @@
+#include "sluice/runtime/train.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "sluice/core/clock.h"
+
+namespace sluice::runtime {
+namespace {
+
+constexpr const char* kPolicyForms =
+    "expected 'none' or 'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]'";
+
+Status PolicyError(std::string_view text, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad policy '", Av(text), "': ", why, "; ", kPolicyForms));
+}
+
+}  // namespace
+
+std::string TrainPolicy::ToString() const {
+  if (name != "fixed") return name;
+  return absl::StrCat("fixed:cut=", cut == kCutAfterBatch ? "batch" : absl::StrCat(cut),
+                      ",ratio=", ratio,
+                      ",read=", read_mode == rpc::ReadMode::kLocalRead ? "local" : "remote",
+                      ",compress=", CompressionName(compression));
+}
+
+StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
+  TrainPolicy policy;
+  if (text == "none") return policy;
+  constexpr std::string_view kFixed = "fixed:";
+  if (text.substr(0, kFixed.size()) != kFixed) {
+    return PolicyError(text, "unknown policy");
+  }
+  policy.name = "fixed";
+  std::set<std::string> seen;
+  const std::string body(text.substr(kFixed.size()));
+  for (absl::string_view item : absl::StrSplit(body, ',')) {
+    const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+      return PolicyError(text, absl::StrCat("'", item, "' is not key=value"));
+    }
+    const std::string& key = kv[0];
+    const std::string& value = kv[1];
+    if (!seen.insert(key).second) return PolicyError(text, absl::StrCat(key, " given twice"));
+    if (key == "cut") {
+      if (value == "batch") {
+        policy.cut = kCutAfterBatch;
+      } else {
+        int cut = 0;
+        if (!absl::SimpleAtoi(value, &cut) || cut < 0) {
+          return PolicyError(text,
+                             absl::StrCat("cut must be an op count or 'batch', got '", value, "'"));
+        }
+        if (num_ops >= 0 && cut > num_ops) {
+          return PolicyError(text, absl::StrCat("cut ", cut, " is past the pipeline's ", num_ops,
+                                                " ops (0..", num_ops, " or batch)"));
+        }
+        policy.cut = cut;
+      }
+    } else if (key == "ratio") {
+      double ratio = 0;
+      if (!absl::SimpleAtod(value, &ratio) || !(ratio >= 0 && ratio <= 1)) {
+        return PolicyError(text,
+                           absl::StrCat("ratio must be a number in [0, 1], got '", value, "'"));
+      }
+      policy.ratio = ratio;
+    } else if (key == "read") {
+      if (value == "local" || value == "local_read") {
+        policy.read_mode = rpc::ReadMode::kLocalRead;
+      } else if (value == "remote" || value == "remote_read") {
+        policy.read_mode = rpc::ReadMode::kRemoteRead;
+      } else {
+        return PolicyError(text, absl::StrCat("read must be local or remote, got '", value, "'"));
+      }
+    } else if (key == "compress") {
+      if (value == "lz4") {
+        policy.compression = rpc::Compression::kLz4;
+      } else if (value == "zstd") {
+        policy.compression = rpc::Compression::kZstd;
+      } else if (value == "none") {
+        policy.compression = rpc::Compression::kNone;
+      } else {
+        return PolicyError(text,
+                           absl::StrCat("compress must be lz4, zstd or none, got '", value, "'"));
+      }
+    } else {
+      return PolicyError(text, absl::StrCat("unknown key '", key, "'"));
+    }
+  }
+  if (!seen.count("cut")) return PolicyError(text, "cut is missing");
+  if (!seen.count("ratio")) return PolicyError(text, "ratio is missing");
+  return policy;
+}
+
+StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
+  TrainResult result;
+  const int64_t start = NowNanos();
+  int64_t stall_ns = 0;
+  int64_t compute_ns = 0;
+  const auto step_time =
+      std::chrono::nanoseconds(static_cast<int64_t>(options.accelerator_ms * 1e6));
+  while (options.steps == 0 || result.steps < options.steps) {
+    Element batch;
+    bool end = false;
+    const int64_t wait_start = NowNanos();
+    SLUICE_RETURN_IF_ERROR(loader.GetNext(&batch, &end));
+    const int64_t got = NowNanos();
+    stall_ns += got - wait_start;
+    if (end) {
+      result.data_ended = options.steps > 0;
+      break;
+    }
+    result.samples += batch.members.empty() ? 1 : static_cast<int64_t>(batch.members.size());
+    if (options.on_batch) options.on_batch(batch);
+    batch = Element();  // the "accelerator" has the data now
+    if (step_time.count() > 0) std::this_thread::sleep_for(step_time);
+    compute_ns += NowNanos() - got;
+    ++result.steps;
+    if (options.on_step) {
+      TrainProgress p;
+      p.steps = result.steps;
+      p.samples = result.samples;
+      p.elapsed_s = (NowNanos() - start) / 1e9;
+      p.stall_s = stall_ns / 1e9;
+      options.on_step(p);
+    }
+  }
+  result.wall_s = (NowNanos() - start) / 1e9;
+  result.stall_s = stall_ns / 1e9;
+  result.compute_s = compute_ns / 1e9;
+  return result;
+}
+
+}  // namespace sluice::runtime

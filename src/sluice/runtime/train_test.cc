@@ -1,0 +1,160 @@
+#include "sluice/runtime/train.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
+  struct Case {
+    const char* text;
+    int cut;
+    double ratio;
+    rpc::ReadMode read;
+    rpc::Compression compression;
+    const char* canonical;
+  };
+  const std::vector<Case> cases = {
+      {"fixed:cut=2,ratio=0.5", 2, 0.5, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+       "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
+      {"fixed:ratio=1,cut=0", 0, 1.0, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+       "fixed:cut=0,ratio=1,read=remote,compress=none"},
+      {"fixed:cut=batch,ratio=0.25,read=local,compress=zstd", kCutAfterBatch, 0.25,
+       rpc::ReadMode::kLocalRead, rpc::Compression::kZstd,
+       "fixed:cut=batch,ratio=0.25,read=local,compress=zstd"},
+      {"fixed:cut=5,ratio=0,read=remote_read,compress=lz4", 5, 0.0, rpc::ReadMode::kRemoteRead,
+       rpc::Compression::kLz4, "fixed:cut=5,ratio=0,read=remote,compress=lz4"},
+  };
+  for (const Case& c : cases) {
+    auto p = ParsePolicy(c.text, /*num_ops=*/5);
+    ASSERT_TRUE(p.ok()) << c.text << ": " << p.status();
+    EXPECT_EQ(p->name, "fixed");
+    EXPECT_EQ(p->cut, c.cut) << c.text;
+    EXPECT_DOUBLE_EQ(p->ratio, c.ratio) << c.text;
+    EXPECT_EQ(p->read_mode, c.read) << c.text;
+    EXPECT_EQ(p->compression, c.compression) << c.text;
+    EXPECT_EQ(p->ToString(), c.canonical);
+    auto again = ParsePolicy(p->ToString(), 5);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->ToString(), p->ToString());
+  }
+  auto none = ParsePolicy("none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->name, "none");
+  EXPECT_EQ(none->ratio, 0);
+  EXPECT_EQ(none->ToString(), "none");
+}
+
+TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"", "unknown policy"},
+      {"fastest", "unknown policy"},
+      {"fixed", "unknown policy"},
+      {"fixed:", "not key=value"},
+      {"fixed:cut=2", "ratio is missing"},
+      {"fixed:ratio=0.5", "cut is missing"},
+      {"fixed:cut=2,ratio=1.5", "ratio must be a number in [0, 1]"},
+      {"fixed:cut=2,ratio=-0.1", "ratio must be"},
+      {"fixed:cut=2,ratio=half", "ratio must be"},
+      {"fixed:cut=-1,ratio=0.5", "cut must be an op count or 'batch'"},
+      {"fixed:cut=two,ratio=0.5", "cut must be"},
+      {"fixed:cut=6,ratio=0.5", "past the pipeline's 5 ops"},
+      {"fixed:cut=2,ratio=0.5,read=nfs", "read must be local or remote"},
+      {"fixed:cut=2,ratio=0.5,compress=gzip", "compress must be lz4, zstd or none"},
+      {"fixed:cut=2,ratio=0.5,speed=max", "unknown key 'speed'"},
+      {"fixed:cut=2,cut=3,ratio=0.5", "cut given twice"},
+      {"fixed:cut=2,,ratio=0.5", "not key=value"},
+  };
+  for (const Case& c : cases) {
+    auto p = ParsePolicy(c.text, /*num_ops=*/5);
+    ASSERT_FALSE(p.ok()) << c.text;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.error)) << c.text;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("expected 'none' or")) << c.text;
+  }
+}
+
+class RunTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sluice-train-XXXXXX").string();
+    dir_ = mkdtemp(pattern.data());
+    for (int i = 0; i < 10; ++i) {
+      std::ofstream(dir_ + "/f" + std::to_string(i) + ".bin") << std::string(10 + i, 'x');
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Loader> MakeLoader() {
+    pipeline::PipelineSpec spec;
+    spec.source.files = {dir_ + "/*.bin"};
+    spec.ops = {{"read_file", {}}};
+    spec.batch.size = 3;
+    spec.batch.padded = true;
+    auto loader = Loader::Create(spec, LoaderOptions{});
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    return loader.ok() ? *std::move(loader) : nullptr;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RunTrainingTest, CountsStepsSamplesAndSplitsTimeIntoStallAndCompute) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 3;
+  options.accelerator_ms = 5;
+  std::vector<int64_t> progress;
+  options.on_step = [&](const TrainProgress& p) { progress.push_back(p.steps); };
+  std::vector<size_t> batch_sizes;
+  options.on_batch = [&](const Element& b) { batch_sizes.push_back(b.members.size()); };
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 3);
+  EXPECT_EQ(result->samples, 9);
+  EXPECT_FALSE(result->data_ended);
+  EXPECT_EQ(progress, std::vector<int64_t>({1, 2, 3}));
+  EXPECT_EQ(batch_sizes, std::vector<size_t>({3, 3, 3}));
+  EXPECT_GE(result->compute_s, 3 * 0.005);
+  EXPECT_LE(result->stall_s + result->compute_s, result->wall_s + 1e-6);
+  EXPECT_GT(result->samples_per_s(), 0);
+  EXPECT_GE(result->stall_fraction(), 0);
+  EXPECT_LT(result->stall_fraction(), 1);
+}
+
+TEST_F(RunTrainingTest, StopsWhenTheDataEnds) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 100;
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->steps, 4);  // 3 + 3 + 3 + 1
+  EXPECT_EQ(result->samples, 10);
+  EXPECT_TRUE(result->data_ended);
+
+  std::unique_ptr<Loader> all = MakeLoader();
+  options.steps = 0;
+  result = RunTraining(*all, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->steps, 4);
+  EXPECT_FALSE(result->data_ended);
+}
+
+}  // namespace
+}  // namespace sluice::runtime

@@ -1,0 +1,79 @@
+// Offloading never changes the data: with a real `sluice worker` process, every cut of the
+// standard pipeline (0..5 and after batch) in both read modes gives, with `deterministic:
+// true`, the very batches of the all-local run, and in first-come mode the same sample
+// contents by SampleId.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "offload_test_util.h"
+
+namespace sluice::offload_test {
+namespace {
+
+class OffloadIdentityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    GenerateImages(dir_->path(), 64);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static TempDir* dir_;
+};
+
+TempDir* OffloadIdentityTest::dir_ = nullptr;
+
+TEST_F(OffloadIdentityTest, DeterministicRunsAreBitIdenticalForEveryCutAndReadMode) {
+  auto worker = WorkerProcess::Start(dir_->path(), /*port=*/0, /*threads=*/2);
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = StandardSpec(dir_->path(), /*deterministic=*/true);
+  const std::vector<Element> expected = DrainLocal(spec);
+  ASSERT_EQ(expected.size(), 8u);
+  for (int cut : {0, 1, 2, 3, 4, 5, runtime::kCutAfterBatch}) {
+    for (rpc::ReadMode mode : {rpc::ReadMode::kRemoteRead, rpc::ReadMode::kLocalRead}) {
+      // In local_read the trainer runs read_file itself: a cut of 0 means nothing.
+      if (mode == rpc::ReadMode::kLocalRead && cut == 0) continue;
+      const std::string label = absl::StrCat("cut ", cut, ", ", runtime::ReadModeName(mode));
+      Warnings warnings;
+      auto loader = runtime::Loader::Create(
+          spec, Plan({worker->address()}, cut, /*ratio=*/0.6, &warnings, mode));
+      ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+      std::vector<Element> got;
+      Status s = Drain(**loader, &got);
+      ASSERT_TRUE(s.ok()) << label << ": " << s;
+      EXPECT_TRUE(SameBatches(expected, got)) << label;
+      const runtime::LoaderReport report = (*loader)->Report();
+      EXPECT_GT(report.workers[0].samples, 0) << label;
+      EXPECT_EQ(report.samples_local + report.workers[0].samples, 64) << label;
+      EXPECT_TRUE(warnings.all().empty()) << label << ": " << warnings.Joined();
+    }
+  }
+}
+
+TEST_F(OffloadIdentityTest, FirstComeRunsDeliverTheSameSamplesAsTheLocalRun) {
+  auto a = WorkerProcess::Start(dir_->path());
+  auto b = WorkerProcess::Start(dir_->path());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const pipeline::PipelineSpec spec = StandardSpec(dir_->path(), /*deterministic=*/false);
+  const std::map<SampleId, std::string> expected = SamplesById(DrainLocal(spec));
+  ASSERT_EQ(expected.size(), 64u);
+  for (int cut : {1, 3, runtime::kCutAfterBatch}) {
+    runtime::LoaderOptions plan = Plan({a->address(), b->address()}, cut, /*ratio=*/0.7, nullptr);
+    plan.compression = cut == 3 ? rpc::Compression::kLz4 : rpc::Compression::kZstd;
+    auto loader = runtime::Loader::Create(spec, plan);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<Element> got;
+    ASSERT_TRUE(Drain(**loader, &got).ok());
+    EXPECT_TRUE(SamplesById(got) == expected) << "cut " << cut;
+    const runtime::LoaderReport report = (*loader)->Report();
+    EXPECT_EQ(report.duplicates_dropped, 0);
+    EXPECT_GT(report.workers[0].bytes_received + report.workers[1].bytes_received, 0);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::offload_test

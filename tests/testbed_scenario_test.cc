@@ -1,0 +1,129 @@
+// Scenario files: the documented form parses; every kind of mistake is reported with the file,
+// line, column and the path of the bad value.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sluice/testbed/scenario.h"
+
+namespace sluice::testbed {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kExample[] = R"(name: image-7to21
+pipeline: examples/pipelines/imagenet_randaugment.yaml
+data: {kind: jpeg, count: 2000, seed: 1, width: 64}
+trainer: {cpus: 0.5}
+workers:
+  - {cpus: 1.0, bandwidth: 1gbit, latency: 0.2ms, storage: shared}
+  - {cpus: 1.5, bandwidth: 100mbit, storage: "slow:20MB"}
+  - {cpus: 0.5, storage: none}
+accelerator_ms: 30
+steps: 400
+events:
+  - {at_s: 20, worker: 0, cpus: 0.5}
+  - {at_s: 30, worker: 1, kill: true}
+)";
+
+TEST(TestbedScenarioTest, ParsesTheDocumentedForm) {
+  StatusOr<Scenario> sc = ParseScenario(kExample, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  EXPECT_EQ(sc->name, "image-7to21");
+  EXPECT_EQ(sc->pipeline, "examples/pipelines/imagenet_randaugment.yaml");
+  EXPECT_EQ(sc->data_kind, "jpeg");
+  EXPECT_EQ(sc->data_count, 2000);
+  EXPECT_EQ(sc->data_seed, 1u);
+  EXPECT_EQ(sc->data_options.at("width"), "64");
+  EXPECT_DOUBLE_EQ(sc->trainer_cpus, 0.5);
+  ASSERT_EQ(sc->workers.size(), 3u);
+  EXPECT_DOUBLE_EQ(sc->workers[0].cpus, 1.0);
+  EXPECT_DOUBLE_EQ(sc->workers[0].bandwidth_bps, 1e9);
+  EXPECT_DOUBLE_EQ(sc->workers[0].latency_s, 2e-4);
+  EXPECT_EQ(sc->workers[0].storage, StorageKind::kShared);
+  EXPECT_DOUBLE_EQ(sc->workers[1].bandwidth_bps, 1e8);
+  EXPECT_EQ(sc->workers[1].storage, StorageKind::kSlow);
+  EXPECT_DOUBLE_EQ(sc->workers[1].storage_bytes_per_s, 2e7);
+  EXPECT_EQ(sc->workers[2].storage, StorageKind::kNone);
+  EXPECT_DOUBLE_EQ(sc->workers[2].bandwidth_bps, 0);
+  EXPECT_DOUBLE_EQ(sc->accelerator_ms, 30);
+  EXPECT_EQ(sc->steps, 400);
+  ASSERT_EQ(sc->events.size(), 2u);
+  EXPECT_DOUBLE_EQ(sc->events[0].at_s, 20);
+  EXPECT_EQ(sc->events[0].worker, 0);
+  ASSERT_TRUE(sc->events[0].cpus.has_value());
+  EXPECT_DOUBLE_EQ(*sc->events[0].cpus, 0.5);
+  EXPECT_TRUE(sc->events[1].kill);
+  EXPECT_FALSE(sc->events[1].cpus.has_value());
+
+  const TestbedSpec spec = sc->ToTestbedSpec();
+  EXPECT_DOUBLE_EQ(spec.trainer_cpus, 0.5);
+  ASSERT_EQ(spec.workers.size(), 3u);
+  EXPECT_DOUBLE_EQ(spec.workers[1].cpus, 1.5);
+  EXPECT_DOUBLE_EQ(spec.workers[1].bandwidth_bps, 1e8);
+}
+
+// Replaces the first occurrence of `from` in the example.
+std::string Edit(const std::string& from, const std::string& to) {
+  std::string text = kExample;
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+struct BadCase {
+  const char* label;
+  std::string yaml;
+  std::string expected;  // a substring of the message
+};
+
+TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
+  const BadCase cases[] = {
+      {"bad unit", Edit("bandwidth: 100mbit", "bandwidth: 100mbps"),
+       "s.yaml:7:28: workers[1].bandwidth: bad bandwidth '100mbps'"},
+      {"bad latency", Edit("latency: 0.2ms", "latency: fast"), "s.yaml:6:44: workers[0].latency:"},
+      {"zero cpus", Edit("trainer: {cpus: 0.5}", "trainer: {cpus: 0}"),
+       "s.yaml:4:17: trainer.cpus: must be > 0"},
+      {"unknown worker key", Edit("storage: none", "storge: none"),
+       "s.yaml:8:17: workers[2].storge: unknown key"},
+      {"bad storage", Edit("storage: none", "storage: nfs"),
+       "workers[2].storage: expected shared, none or slow:<rate>"},
+      {"bad slow rate", Edit("slow:20MB", "slow:20Mbit"), "workers[1].storage: bad byte rate"},
+      {"event worker out of range", Edit("worker: 1, kill", "worker: 3, kill"),
+       "s.yaml:13:24: events[1].worker: there are 3 workers"},
+      {"event with both", Edit("kill: true", "kill: true, cpus: 1"),
+       "events[1]: an event sets exactly one of cpus or kill"},
+      {"missing steps", Edit("steps: 400\n", ""), "steps: missing"},
+      {"unknown top-level key", Edit("steps: 400", "stepz: 400"),
+       "s.yaml:10:1: stepz: unknown key"},
+      {"bad count", Edit("count: 2000", "count: many"), "data.count: expected an integer"},
+      {"bad kind", Edit("kind: jpeg", "kind: wav"), "data.kind: supported kinds: jpeg"},
+      {"workers not a list", Edit("workers:\n", "workers: 3\nx:\n"), "workers"},
+      {"syntax", "name: [unclosed", "s.yaml:1:"},
+  };
+  for (const BadCase& c : cases) {
+    StatusOr<Scenario> sc = ParseScenario(c.yaml, "s.yaml");
+    ASSERT_FALSE(sc.ok()) << c.label;
+    EXPECT_EQ(sc.status().code(), absl::StatusCode::kInvalidArgument) << c.label;
+    EXPECT_THAT(std::string(sc.status().message()), HasSubstr(c.expected)) << c.label;
+  }
+}
+
+TEST(TestbedScenarioTest, UnitParsers) {
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("10gbit"), 1e10);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("2.5Mbit"), 2.5e6);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("800kbit"), 8e5);
+  EXPECT_FALSE(ParseBandwidth("10").ok());
+  EXPECT_FALSE(ParseBandwidth("-1mbit").ok());
+  EXPECT_FALSE(ParseBandwidth("mbit").ok());
+  EXPECT_DOUBLE_EQ(*ParseLatency("250us"), 2.5e-4);
+  EXPECT_DOUBLE_EQ(*ParseLatency("1s"), 1.0);
+  EXPECT_FALSE(ParseLatency("3 parsecs").ok());
+  EXPECT_DOUBLE_EQ(*ParseByteRate("20MB"), 2e7);
+  EXPECT_DOUBLE_EQ(*ParseByteRate("1MiB/s"), 1048576.0);
+  EXPECT_FALSE(ParseByteRate("20mb").ok());
+}
+
+}  // namespace
+}  // namespace sluice::testbed
