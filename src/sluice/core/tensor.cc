@@ -15,15 +15,18 @@ namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
 
-// Large buffers (a batch of images is tens of MB) are recycled instead of being returned to
-// the C library: glibc serves them with fresh mmaps, and faulting every page of every batch
-// in again costs more CPU than the batching itself. Blocks are kept per exact (rounded)
-// size, a few per size, with a cap on the total, so the cache stays small and bounded.
+// Large buffers (a decoded image is hundreds of KB, a batch of images tens of MB) are
+// recycled instead of being returned to the C library. glibc serves blocks this large with
+// fresh mmaps and gives them back with munmap; in a multi-threaded process every munmap
+// costs a TLB shootdown on the other cores running the pipeline, and every new block is
+// faulted in page by page again. Blocks are kept per size class (sizes rounded up to a
+// quarter of their power of two, so at most 25% is wasted), a bounded number per class,
+// with a cap on the total, so the cache stays small and bounded.
 class LargeBlockCache {
  public:
-  static constexpr size_t kMinBytes = size_t{1} << 20;
+  static constexpr size_t kMinBytes = size_t{64} << 10;
   static constexpr size_t kMaxTotalBytes = size_t{256} << 20;
-  static constexpr size_t kMaxPerSize = 8;
+  static constexpr size_t kMaxPerSize = 32;
 
   void* Take(size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,9 +65,13 @@ LargeBlockCache& BlockCache() {
 }
 
 size_t RoundedSize(size_t size) {
-  size_t align = size >= LargeBlockCache::kMinBytes ? 4096 : Buffer::kAlignment;
-  size_t rounded = (size + align - 1) / align * align;
-  return rounded == 0 ? Buffer::kAlignment : rounded;
+  if (size < LargeBlockCache::kMinBytes) {
+    size_t rounded = (size + Buffer::kAlignment - 1) / Buffer::kAlignment * Buffer::kAlignment;
+    return rounded == 0 ? Buffer::kAlignment : rounded;
+  }
+  // Size class: a multiple of a quarter of the largest power of two not above `size`.
+  size_t step = (size_t{1} << (63 - __builtin_clzll(size))) / 4;
+  return (size + step - 1) / step * step;
 }
 
 }  // namespace

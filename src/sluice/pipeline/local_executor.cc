@@ -1,5 +1,7 @@
 #include "sluice/pipeline/local_executor.h"
 
+#include <algorithm>
+
 #include <utility>
 
 #include "sluice/core/cpu_budget.h"
@@ -77,6 +79,11 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
     map_options.deterministic = spec.options.deterministic;
     map_options.on_error = spec.options.on_error;
     map_options.max_buffered_bytes = budget / 4;
+    // The batcher takes elements in bursts (it stacks a whole batch at once); enough slack
+    // in flight lets the map threads keep working meanwhile instead of waiting for it. The
+    // byte budget still bounds memory.
+    map_options.max_in_flight = static_cast<size_t>(
+        std::max(2 * ex->threads_, spec.batch.size > 0 ? 16 : 0));
     map_options.stats = ex->stats_.get();
     std::vector<MapStage> stages = MakeStages(built, ex->stats_.get());
     it = ParallelMapIterator::Create(std::move(it), std::move(stages), built.output_schema,

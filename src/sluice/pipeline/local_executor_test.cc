@@ -460,11 +460,13 @@ TEST_F(LocalExecutorTest, PeakMemoryStaysBoundedOverManyBatches) {
     spec.batch.size = kBatch;
     spec.prefetch = kPrefetch;
     auto ex = MustCreate(spec, kThreads, /*budget=*/1 << 30);
-    // Capacities: the map holds at most 2 x threads elements; the batch stage at most one
+    // Capacities: the map holds at most max(2 x threads, 16) elements when batching (see
+    // LocalExecutor::Create); the batch stage at most one
     // batch of members plus the batch it is stacking; the prefetch queue `prefetch` batches;
     // the consumer one batch. Paths are a few bytes each, hence the slack.
     const int64_t bound =
-        kElement * (2 * kThreads + 2 * kBatch + kPrefetch * kBatch + kBatch) + (1 << 20);
+        kElement * (std::max(2 * kThreads, 16) + 2 * kBatch + kPrefetch * kBatch + kBatch) +
+        (1 << 20);
     std::atomic<int64_t> peak{0};
     std::atomic<bool> stop{false};
     std::thread sampler([&] {
