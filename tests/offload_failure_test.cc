@@ -157,5 +157,34 @@ TEST_F(OffloadFailureTest, UnreachableWorkerAtStartWarnsAndRunsLocally) {
   EXPECT_EQ(report.workers[0].samples, 0);
 }
 
+// Runs all-remote at the cut after normalize against a worker with `limit` bytes of
+// message limit; returns how the run ended.
+Status RunAgainstMessageLimit(const fs::path& scratch, const pipeline::PipelineSpec& spec,
+                              int limit) {
+  auto worker = WorkerProcess::Start(scratch, 0, 1, {"--max-message-bytes", std::to_string(limit)});
+  if (worker == nullptr) return absl::InternalError("worker did not start");
+  Warnings warnings;
+  runtime::LoaderOptions plan = Plan({worker->address()}, /*cut=*/5, /*ratio=*/1.0, &warnings);
+  auto loader = runtime::Loader::Create(spec, plan);
+  if (!loader.ok()) return loader.status();
+  std::vector<Element> got;
+  return Drain(**loader, &got);
+}
+
+// Messages over a size limit fail the same way on every retry and every worker, so the run
+// must end with the message instead of re-queueing the same samples forever.
+TEST_F(OffloadFailureTest, SplitOverTheWorkersMessageLimitEndsTheRunNamingIt) {
+  const Status status = RunAgainstMessageLimit(dir_->path(), *spec_, 6000);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("message limit of 6000 bytes"));
+}
+
+TEST_F(OffloadFailureTest, SampleOverTheWorkersMessageLimitEndsTheRunNamingIt) {
+  // Each sample leaves the worker as a 32x32x3 float image (12 KB), over 9 KB.
+  const Status status = RunAgainstMessageLimit(dir_->path(), *spec_, 9000);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("over the message limit of 9000 bytes"));
+}
+
 }  // namespace
 }  // namespace sluice::offload_test

@@ -105,6 +105,15 @@ bool Coordinator::OtherWaitingLocked(int consumer, uint64_t size) const {
   return false;
 }
 
+bool Coordinator::OtherActiveWithShareLocked(int consumer) const {
+  for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
+    if (i != consumer && consumers_[i].config.active && consumers_[i].config.share > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<uint64_t> Coordinator::PeekLocked() {
   while (!requeued_.empty()) {
     std::vector<uint64_t>& front = requeued_.front();
@@ -145,6 +154,10 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   if (!EligibleLocked(consumer, seqs.size()) && OtherWaitingLocked(consumer, seqs.size())) {
     return Acquired::kWait;
   }
+  // A share of exactly zero is an explicit "not here" (ratio 1.0 offloads everything): such a
+  // consumer spills over only when no consumer with a positive share is active any more,
+  // e.g. when every worker is down.
+  if (c.config.share <= 0 && OtherActiveWithShareLocked(consumer)) return Acquired::kWait;
   TakeLocked();
   const uint64_t n = options_.samples_per_epoch;
   const uint64_t split_id = next_split_id_++;

@@ -153,6 +153,8 @@ class Coordinator {
   Acquired AcquireLocked(int consumer, SplitAssignment* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EligibleLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OtherWaitingLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if a consumer other than `consumer` is active with a positive share.
+  bool OtherActiveWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next split's sequence numbers (front of the re-queue, else a fresh run), without
   // taking it; empty if none may be handed out now. Drops re-queued samples resolved since.
   std::vector<uint64_t> PeekLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -198,6 +198,23 @@ TEST(CoordinatorTest, SpillsOverWhenTheOtherConsumerIsInactive) {
   EXPECT_TRUE(c->done());
 }
 
+TEST(CoordinatorTest, ZeroShareTakesNothingWhileAPositiveShareIsActive) {
+  // ratio 1.0: the local consumer (0) has share 0 and must not spill over while the worker
+  // (1) is up, even when the worker is at its open-split cap...
+  auto c = Make(Options(/*per_epoch=*/40, /*split_size=*/10), {0.0, 1.0}, /*max_open=*/1);
+  SplitAssignment held, split;
+  ASSERT_EQ(c->TryAcquire(1, &held), Acquired::kSplit);
+  EXPECT_EQ(c->TryAcquire(0, &split), Acquired::kWait);
+  // ...but once the worker is gone, the run goes on locally rather than stalling.
+  c->SetActive(1, false);
+  int taken = 0;
+  while (c->TryAcquire(0, &split) == Acquired::kSplit) {
+    ++taken;
+    DeliverAll(*c, split);
+  }
+  EXPECT_GE(taken, 3);
+}
+
 TEST(CoordinatorTest, CapsOpenSplitsPerConsumer) {
   auto c = Make(Options(/*per_epoch=*/100, /*split_size=*/10), {1.0}, /*max_open=*/2);
   SplitAssignment s1, s2, s3;

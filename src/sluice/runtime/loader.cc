@@ -211,7 +211,15 @@ class SplitSource : public pipeline::Iterator {
 };
 
 // A sample failure that on_error: fail makes fatal, as opposed to a broken stream.
+// A message over the size limit fails again on every retry and on every worker: it ends the
+// run with its message instead of re-queueing the same samples forever.
+bool IsMessageLimitError(const Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         absl::StrContains(status.message(), "message limit");
+}
+
 bool IsDataError(const Status& status, pipeline::OnError on_error) {
+  if (IsMessageLimitError(status)) return true;
   if (on_error != pipeline::OnError::kFail) return false;
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
@@ -495,7 +503,11 @@ class RemoteLink {
       }
       if (out.elements.empty()) continue;
       // A dead stream fails the send; the reader sees the failure and re-queues the split.
-      if (!stream.SendSplit(std::move(out)).ok()) return;
+      // A split too large for the worker can never be sent: that ends the run, named.
+      if (Status sent = stream.SendSplit(std::move(out)); !sent.ok()) {
+        if (IsMessageLimitError(sent)) loader_->merge->Fail(sent);
+        return;
+      }
     }
   }
 
