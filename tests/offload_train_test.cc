@@ -144,6 +144,9 @@ TEST_F(OffloadTrainTest, BadPoliciesAreUsageErrors) {
       {{"--policy", "fixed:cut=2,ratio=0.5"}, "--policy fixed needs --workers"},
       {{"--policy", "fixed:cut=0,ratio=0.5,read=local", "--workers", "127.0.0.1:1"},
        "cut of at least 1"},
+      {{"--policy", "fixed:cut=2,ratio=0.5", "--workers", "127.0.0.1:1", "--tls-ca",
+        "/nonexistent/ca.pem"},
+       "--tls-ca: cannot read '/nonexistent/ca.pem': No such file or directory"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"train", *spec_path_, "--steps", "1"};

@@ -142,6 +142,17 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (!tls_cert.empty() && tls_ca.empty()) {
     return UsageError(kCommand, "--tls-cert needs --tls-ca", flags.Usage());
   }
+  // An unreadable credential is the user's mistake, not a worker being down: say so now
+  // rather than going on without the workers.
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--tls-ca", &tls_ca},
+                                   {"--tls-cert", &tls_cert},
+                                   {"--tls-key", &tls_key}}) {
+    if (!path->empty() && access(path->c_str(), R_OK) != 0) {
+      std::fprintf(stderr, "sluice %s: %s: cannot read '%s': %s\n", kCommand, flag,
+                   path->c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+  }
 
   StatusOr<pipeline::PipelineSpec> loaded = pipeline::LoadSpec(flags.positional()[0]);
   if (!loaded.ok()) {
