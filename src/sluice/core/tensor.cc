@@ -15,18 +15,18 @@ namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
 
-// Large buffers (a decoded image is hundreds of KB, a batch of images tens of MB) are
-// recycled instead of being returned to the C library. glibc serves blocks this large with
-// fresh mmaps and gives them back with munmap; in a multi-threaded process every munmap
-// costs a TLB shootdown on the other cores running the pipeline, and every new block is
-// faulted in page by page again. Blocks are kept per size class (sizes rounded up to a
-// quarter of their power of two, so at most 25% is wasted), a bounded number per class,
-// with a cap on the total, so the cache stays small and bounded.
+// Large buffers (a batch of images is tens of MB) are recycled instead of being returned to
+// the C library: glibc serves blocks above its mmap threshold (at most 32 MiB) with fresh
+// mmaps and gives them back with munmap, so every batch would be faulted in page by page
+// again (and every munmap costs a TLB shootdown on the other pipeline threads). Smaller
+// blocks are left to glibc, whose adaptive threshold keeps them on the heap. Blocks are kept
+// per size class (sizes rounded up to a quarter of their power of two, so at most 25% is
+// wasted), a few per class, with a cap on the total, so the cache stays small and bounded.
 class LargeBlockCache {
  public:
-  static constexpr size_t kMinBytes = size_t{64} << 10;
+  static constexpr size_t kMinBytes = size_t{1} << 20;
   static constexpr size_t kMaxTotalBytes = size_t{256} << 20;
-  static constexpr size_t kMaxPerSize = 32;
+  static constexpr size_t kMaxPerSize = 8;
 
   void* Take(size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
