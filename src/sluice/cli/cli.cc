@@ -97,6 +97,40 @@ int UsageError(const std::string& command, const std::string& message, const std
   return kExitUsage;
 }
 
+std::optional<int> ParsePipelineCommand(const std::string& command, FlagParser& flags,
+                                        const std::vector<std::string>& args) {
+  if (Status s = flags.Parse(args); !s.ok()) {
+    return UsageError(command, std::string(s.message()), flags.Usage());
+  }
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return UsageError(
+        command,
+        flags.positional().empty() ? "missing PIPELINE.yaml" : "expected exactly one pipeline file",
+        flags.Usage());
+  }
+  return std::nullopt;
+}
+
+std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& command,
+                                                             const FlagParser& flags,
+                                                             const std::string& files) {
+  StatusOr<pipeline::PipelineSpec> loaded = pipeline::LoadSpec(flags.positional()[0]);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "sluice %s: %s\n", command.c_str(),
+                 std::string(loaded.status().message()).c_str());
+    return std::nullopt;
+  }
+  if (flags.IsSet("files")) {
+    loaded->source.files = {files};
+    loaded->source.manifest.clear();
+  }
+  return *std::move(loaded);
+}
+
 int OpsCommand(const std::vector<std::string>& args) {
   FlagParser flags("ops", "");
   if (Status s = flags.Parse(args); !s.ok()) {

@@ -4,10 +4,12 @@
 #ifndef SLUICE_CLI_COMMANDS_H_
 #define SLUICE_CLI_COMMANDS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sluice/core/status.h"
+#include "sluice/pipeline/spec.h"
 
 namespace sluice::cli {
 
@@ -29,6 +31,18 @@ int ReportError(const std::string& command, const Status& status);
 
 // Prints a usage error, then the command's usage text, on stderr; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message, const std::string& usage);
+
+class FlagParser;
+// For commands that take exactly one PIPELINE.yaml: parses `args` into `flags`. Returns the
+// exit code when the command must stop here (bad flags or no single pipeline file:
+// kExitUsage; --help: kExitOk, after printing the usage), nullopt when it should go on.
+std::optional<int> ParsePipelineCommand(const std::string& command, FlagParser& flags,
+                                        const std::vector<std::string>& args);
+// Loads the pipeline file named by the first positional argument and applies a `--files`
+// override when that flag was given. On error prints it and returns nullopt (kExitUsage).
+std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& command,
+                                                             const FlagParser& flags,
+                                                             const std::string& files);
 
 }  // namespace sluice::cli
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,19 +121,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   // summary then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
 
-  if (Status s = flags.Parse(args); !s.ok()) {
-    return UsageError(kCommand, std::string(s.message()), flags.Usage());
-  }
-  if (flags.help_requested()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (flags.positional().size() != 1) {
-    return UsageError(
-        kCommand,
-        flags.positional().empty() ? "missing PIPELINE.yaml" : "expected exactly one pipeline file",
-        flags.Usage());
-  }
+  if (std::optional<int> stop = ParsePipelineCommand(kCommand, flags, args)) return *stop;
   if (json_path == "-" && dump_checksum) {
     return UsageError(kCommand, "--json - and --dump-checksum both want stdout", flags.Usage());
   }
@@ -154,17 +143,9 @@ int TrainCommand(const std::vector<std::string>& args) {
     }
   }
 
-  StatusOr<pipeline::PipelineSpec> loaded = pipeline::LoadSpec(flags.positional()[0]);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "sluice %s: %s\n", kCommand,
-                 std::string(loaded.status().message()).c_str());
-    return kExitUsage;
-  }
+  std::optional<pipeline::PipelineSpec> loaded = LoadPipelineForCommand(kCommand, flags, files);
+  if (!loaded) return kExitUsage;
   pipeline::PipelineSpec spec = *std::move(loaded);
-  if (flags.IsSet("files")) {
-    spec.source.files = {files};
-    spec.source.manifest.clear();
-  }
   if (steps == 0 && spec.epochs < 0) {
     return UsageError(kCommand, "the pipeline repeats forever (epochs: -1): give --steps",
                       flags.Usage());
