@@ -32,6 +32,10 @@ int ReportError(const std::string& command, const Status& status);
 // Prints a usage error, then the command's usage text, on stderr; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message, const std::string& usage);
 
+// True if a `--listen` address (HOST:PORT) only accepts connections from this machine:
+// 127.0.0.0/8, localhost, ::1.
+bool IsLoopbackListenAddress(const std::string& address);
+
 class FlagParser;
 // For commands that take exactly one PIPELINE.yaml: parses `args` into `flags`. Returns the
 // exit code when the command must stop here (bad flags or no single pipeline file:

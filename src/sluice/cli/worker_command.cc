@@ -14,6 +14,14 @@
 
 namespace sluice::cli {
 
+bool IsLoopbackListenAddress(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 int WorkerCommand(const std::vector<std::string>& args) {
   rpc::ServerOptions options;
   std::string token_file;
@@ -87,6 +95,13 @@ int WorkerCommand(const std::vector<std::string>& args) {
               options.tls_cert_file.empty() ? "plaintext" : "TLS",
               options.token.empty() ? "" : ", token required");
   std::fflush(stdout);
+  if (!IsLoopbackListenAddress(options.listen) && options.token.empty() &&
+      options.tls_cert_file.empty()) {
+    std::fprintf(stderr,
+                 "sluice worker: warning: listening on %s without --token-file or TLS: anyone "
+                 "who can reach this address can run pipelines on this worker\n",
+                 options.listen.c_str());
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
