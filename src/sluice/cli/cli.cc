@@ -1,6 +1,9 @@
 #include "sluice/cli/cli.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +98,21 @@ int ReportError(const std::string& command, const Status& status) {
 int UsageError(const std::string& command, const std::string& message, const std::string& usage) {
   std::fprintf(stderr, "sluice %s: %s\n\n%s", command.c_str(), message.c_str(), usage.c_str());
   return kExitUsage;
+}
+
+Status WriteOutput(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    return absl::OkStatus();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 std::optional<int> ParsePipelineCommand(const std::string& command, FlagParser& flags,

@@ -36,6 +36,9 @@ int UsageError(const std::string& command, const std::string& message, const std
 // 127.0.0.0/8, localhost, ::1.
 bool IsLoopbackListenAddress(const std::string& address);
 
+// Writes `text` to the file at `path`, or to stdout when `path` is "-" (for --json OUT).
+Status WriteOutput(const std::string& path, const std::string& text);
+
 class FlagParser;
 // For commands that take exactly one PIPELINE.yaml: parses `args` into `flags`. Returns the
 // exit code when the command must stop here (bad flags or no single pipeline file:

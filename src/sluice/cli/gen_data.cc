@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <numbers>
@@ -369,6 +370,17 @@ StatusOr<GenDataResult> GenerateJpegDataset(const GenDataOptions& options) {
     return absl::InvalidArgumentError("--corrupt-fraction: must be between 0 and 1");
   }
 
+  const std::vector<CorruptKind> kinds =
+      ChooseCorrupt(options.count, options.corrupt_fraction, options.seed);
+  return WriteDataset(
+      options, kinds, [&](int64_t i) { return FileContents(options, i, kinds[i]); },
+      [&](int64_t i) { return ImageRelativePath(i, options.classes); });
+}
+
+StatusOr<GenDataResult> WriteDataset(
+    const GenDataOptions& options, const std::vector<CorruptKind>& kinds,
+    const std::function<StatusOr<std::string>(int64_t)>& make_file,
+    const std::function<std::string(int64_t)>& relative_path) {
   const fs::path root(options.out_dir);
   std::error_code ec;
   const int64_t used_classes = std::min(options.classes, options.count);
@@ -384,9 +396,6 @@ StatusOr<GenDataResult> GenerateJpegDataset(const GenDataOptions& options) {
     return absl::InternalError(absl::StrCat("cannot create ", root.string(), ": ", ec.message()));
   }
 
-  const std::vector<CorruptKind> kinds =
-      ChooseCorrupt(options.count, options.corrupt_fraction, options.seed);
-
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
   std::atomic<int64_t> bytes{0};
@@ -397,9 +406,9 @@ StatusOr<GenDataResult> GenerateJpegDataset(const GenDataOptions& options) {
     while (!failed.load(std::memory_order_relaxed)) {
       const int64_t i = next.fetch_add(1);
       if (i >= options.count) return;
-      StatusOr<std::string> data = FileContents(options, i, kinds[i]);
+      StatusOr<std::string> data = make_file(i);
       Status status = data.status();
-      if (status.ok()) status = WriteFile(root / ImageRelativePath(i, options.classes), *data);
+      if (status.ok()) status = WriteFile(root / relative_path(i), *data);
       if (!status.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = status;
@@ -430,7 +439,7 @@ StatusOr<GenDataResult> GenerateJpegDataset(const GenDataOptions& options) {
   result.bytes = bytes.load();
   for (int64_t i = 0; i < options.count; ++i) {
     if (kinds[i] != CorruptKind::kNone) {
-      result.corrupt.push_back(ImageRelativePath(i, options.classes));
+      result.corrupt.push_back(relative_path(i));
     }
   }
   std::sort(result.corrupt.begin(), result.corrupt.end());

@@ -68,6 +68,15 @@ std::string ImageRelativePath(int64_t index, int64_t classes);
 // PermissionDenied style errors for I/O failures, naming the path.
 StatusOr<GenDataResult> GenerateJpegDataset(const GenDataOptions& options);
 
+// What every generator shares: creates out_dir and its class folders, writes the `count`
+// files on `threads` threads (file i holds make_file(i), at out_dir/relative_path(i)),
+// reports progress, and lists the files whose kind is not kNone in out_dir/corrupt.txt
+// (removing a stale list when there are none). REQUIRES: kinds.size() == count.
+StatusOr<GenDataResult> WriteDataset(
+    const GenDataOptions& options, const std::vector<CorruptKind>& kinds,
+    const std::function<StatusOr<std::string>(int64_t)>& make_file,
+    const std::function<std::string(int64_t)>& relative_path);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_GEN_DATA_H_

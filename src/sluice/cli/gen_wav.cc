@@ -114,76 +114,24 @@ StatusOr<GenDataResult> GenerateWavDataset(const GenDataOptions& options, const 
   if (!(options.corrupt_fraction >= 0 && options.corrupt_fraction <= 1)) {
     return absl::InvalidArgumentError("--corrupt-fraction: must be between 0 and 1");
   }
-  const fs::path root(options.out_dir);
-  std::error_code ec;
-  for (int64_t c = 0; c < std::min(options.classes, options.count); ++c) {
-    fs::create_directories(root / absl::StrFormat("class_%03d", c), ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot create folders in ", root.string()));
-  }
-  fs::create_directories(root, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root.string()));
   const std::vector<CorruptKind> kinds =
       ChooseCorrupt(options.count, options.corrupt_fraction, options.seed ^ kWavCorruptChoice);
-
-  std::atomic<int64_t> next{0}, done{0}, bytes{0};
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first_error;
-  auto work = [&] {
-    while (!failed.load(std::memory_order_relaxed)) {
-      const int64_t i = next.fetch_add(1);
-      if (i >= options.count) return;
-      std::string data = SynthesizeWav(wav, options.seed, static_cast<uint64_t>(i));
-      Rng rng(SeedFor(options.seed, 0, static_cast<uint64_t>(i), kWavCorruptBytes));
-      if (kinds[i] == CorruptKind::kTruncated) {
-        data.resize(static_cast<size_t>(static_cast<double>(data.size()) * rng.Uniform(0.3, 0.7)));
-      } else if (kinds[i] == CorruptKind::kGarbage) {
-        data.assign(static_cast<size_t>(rng.UniformInt(2048, 20480)), '\0');
-        for (char& c : data) c = static_cast<char>(rng.NextU64() & 0xFF);
-        data[0] = 'G';  // never "RIFF" by accident
-      }
-      Status status = WriteBytes(root / WavRelativePath(i, options.classes), data);
-      if (!status.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = status;
-        failed = true;
-        return;
-      }
-      bytes.fetch_add(static_cast<int64_t>(data.size()));
-      done.fetch_add(1);
-    }
-  };
-  const int threads = static_cast<int>(
-      std::clamp<int64_t>(options.threads, 1, std::max<int64_t>(options.count, 1)));
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) workers.emplace_back(work);
-  if (options.progress) {
-    while (done.load() < options.count && !failed.load()) {
-      options.progress(done.load(), options.count);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  for (std::thread& t : workers) t.join();
-  if (!first_error.ok()) return first_error;
-  if (options.progress) options.progress(done.load(), options.count);
-
-  GenDataResult result;
-  result.files = done.load();
-  result.bytes = bytes.load();
-  for (int64_t i = 0; i < options.count; ++i) {
-    if (kinds[i] != CorruptKind::kNone)
-      result.corrupt.push_back(WavRelativePath(i, options.classes));
-  }
-  std::sort(result.corrupt.begin(), result.corrupt.end());
-  const fs::path list = root / "corrupt.txt";
-  if (result.corrupt.empty()) {
-    fs::remove(list, ec);
-  } else {
-    std::string text;
-    for (const std::string& path : result.corrupt) absl::StrAppend(&text, path, "\n");
-    SLUICE_RETURN_IF_ERROR(WriteBytes(list, text));
-  }
-  return result;
+  return WriteDataset(
+      options, kinds,
+      [&](int64_t i) -> StatusOr<std::string> {
+        std::string data = SynthesizeWav(wav, options.seed, static_cast<uint64_t>(i));
+        Rng rng(SeedFor(options.seed, 0, static_cast<uint64_t>(i), kWavCorruptBytes));
+        if (kinds[i] == CorruptKind::kTruncated) {
+          data.resize(
+              static_cast<size_t>(static_cast<double>(data.size()) * rng.Uniform(0.3, 0.7)));
+        } else if (kinds[i] == CorruptKind::kGarbage) {
+          data.assign(static_cast<size_t>(rng.UniformInt(2048, 20480)), '\0');
+          for (char& c : data) c = static_cast<char>(rng.NextU64() & 0xFF);
+          data[0] = 'G';  // never "RIFF" by accident
+        }
+        return data;
+      },
+      [&](int64_t i) { return WavRelativePath(i, options.classes); });
 }
 
 std::array<int64_t, 4> SynthesizeBox(uint64_t seed, uint64_t index, int width, int height) {

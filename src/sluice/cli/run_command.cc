@@ -43,21 +43,6 @@ int64_t ExpectedBatches(const pipeline::PipelineSpec& spec, int64_t samples_per_
   return batches;
 }
 
-Status WriteText(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fputs(text.c_str(), stdout);
-    return absl::OkStatus();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
@@ -154,7 +139,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   std::fflush(stdout);
   if (!json_path.empty()) {
-    Status written = WriteText(json_path, ToJson(report).dump(2) + "\n");
+    Status written = WriteOutput(json_path, ToJson(report).dump(2) + "\n");
     if (!written.ok()) {
       std::fprintf(stderr, "sluice %s: %s\n", kCommand.c_str(),
                    std::string(written.message()).c_str());

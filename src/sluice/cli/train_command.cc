@@ -32,21 +32,6 @@ namespace {
 
 constexpr const char* kCommand = "train";
 
-Status WriteJson(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fputs(text.c_str(), stdout);
-    return absl::OkStatus();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 nlohmann::json PlanJson(const runtime::TrainPolicy& policy, const runtime::LoaderReport& report) {
   nlohmann::json plan;
   plan["policy"] = policy.name;
@@ -281,7 +266,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["requeued_samples"] = report.requeued_samples;
     j["skipped"] = report.skipped;
     j["warnings"] = report.warnings;
-    Status written = WriteJson(json_path, j.dump(2) + "\n");
+    Status written = WriteOutput(json_path, j.dump(2) + "\n");
     if (!written.ok()) {
       std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(written.message()).c_str());
       return kExitRuntime;
