@@ -60,7 +60,7 @@ struct LoaderOptions {
   int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget
   uint64_t split_size = 0;  // 0: 32 (rounded up to a multiple of the batch after batch)
   int max_open_splits = 3;  // per worker
-  size_t max_inflight_bytes = 64 << 20;   // per worker stream (flow-control window)
+  size_t max_inflight_bytes = 256 << 20;  // per worker stream (flow-control window)
   size_t max_buffered_bytes = 256 << 20;  // budget of the local queues
   double reconnect_initial_s = 0.1;
   double reconnect_max_s = 5.0;
