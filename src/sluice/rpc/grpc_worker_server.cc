@@ -6,10 +6,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "sluice/rpc/outgoing_message.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 
 namespace sluice::rpc {
@@ -30,9 +32,17 @@ Compression FromProto(proto::Codec c) {
   }
 }
 
-void ToProto(WorkerOutput& out, proto::WorkerMessage* msg) {
+void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
+  proto::WorkerMessage* msg = &outgoing->message;
   switch (out.kind) {
     case WorkerOutput::Kind::kChunk: {
+      if (!out.chunk.pieces.empty()) {
+        outgoing->in_place = true;
+        outgoing->split_id = out.split_id;
+        outgoing->header = std::move(out.chunk.header);
+        outgoing->pieces = std::move(out.chunk.pieces);
+        break;
+      }
       proto::Chunk* c = msg->mutable_chunk();
       c->set_split_id(out.split_id);
       c->set_header(std::move(out.chunk.header));
@@ -102,12 +112,32 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-class GrpcWorkerServer::Impl final : public proto::Worker::Service {
+// The Worker service (worker.proto), registered by hand rather than through the generated
+// base class so that Process can have OutgoingMessage as its response type: chunks then go
+// out without copying their payload. The bytes on the wire are those of the proto.
+class GrpcWorkerServer::Impl final : public grpc::Service {
  public:
-  Impl(WorkerService* service, std::string token) : service_(service), token_(std::move(token)) {}
+  using Stream = grpc::ServerReaderWriter<OutgoingMessage, proto::ClientMessage>;
+
+  Impl(WorkerService* service, std::string token) : service_(service), token_(std::move(token)) {
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        "/sluice.rpc.proto.Worker/GetInfo", grpc::internal::RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<Impl, proto::GetInfoRequest,
+                                             proto::GetInfoResponse>(
+            [](Impl* self, grpc::ServerContext* ctx, const proto::GetInfoRequest* request,
+               proto::GetInfoResponse* response) { return self->GetInfo(ctx, request, response); },
+            this)));
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        "/sluice.rpc.proto.Worker/Process", grpc::internal::RpcMethod::BIDI_STREAMING,
+        new grpc::internal::BidiStreamingHandler<Impl, proto::ClientMessage, OutgoingMessage>(
+            [](Impl* self, grpc::ServerContext* ctx, Stream* stream) {
+              return self->Process(ctx, stream);
+            },
+            this)));
+  }
 
   grpc::Status GetInfo(grpc::ServerContext* ctx, const proto::GetInfoRequest*,
-                       proto::GetInfoResponse* response) override {
+                       proto::GetInfoResponse* response) {
     if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
     WorkerInfo info = service_->Info();
     response->set_version(info.version);
@@ -120,9 +150,7 @@ class GrpcWorkerServer::Impl final : public proto::Worker::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Process(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<proto::WorkerMessage, proto::ClientMessage>* stream) override {
+  grpc::Status Process(grpc::ServerContext* ctx, Stream* stream) {
     if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
     proto::ClientMessage first;
     if (!stream->Read(&first)) return grpc::Status::OK;  // closed before opening
@@ -144,8 +172,8 @@ class GrpcWorkerServer::Impl final : public proto::Worker::Service {
     if (!opened.ok()) return ToGrpc(opened.status());
     std::shared_ptr<WorkerSession> session = *std::move(opened);
 
-    proto::WorkerMessage reply;
-    proto::Opened* op = reply.mutable_opened();
+    OutgoingMessage reply;
+    proto::Opened* op = reply.message.mutable_opened();
     op->set_worker_version(session->info().worker_version);
     op->set_cpu_budget(session->info().cpu_budget);
     op->set_threads(session->info().threads);
@@ -190,8 +218,8 @@ class GrpcWorkerServer::Impl final : public proto::Worker::Service {
       }
       const bool is_error = out.kind == WorkerOutput::Kind::kError;
       if (is_error) result = ToGrpc(out.error);
-      proto::WorkerMessage msg;
-      ToProto(out, &msg);
+      OutgoingMessage msg;
+      ToOutgoing(out, &msg);
       if (!stream->Write(msg)) {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
         break;

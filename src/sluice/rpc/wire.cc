@@ -129,11 +129,14 @@ size_t WireBytesUpperBound(const Element& element) {
   return n;
 }
 
-StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements, Codec codec) {
-  EncodedElements out;
-  const size_t raw_size = RawPayloadSize(elements);
-  std::string raw(raw_size, '\0');
-  Writer w(&out.header);
+namespace {
+
+// Writes the group's header to `out->header` and calls `place(tensor, offset)` for every
+// tensor with its payload offset, in payload order.
+template <typename Place>
+Status WriteHeader(const std::vector<Element>& elements, Codec codec, size_t raw_size,
+                   EncodedElements* out, Place place) {
+  Writer w(&out->header);
   w.Bytes(std::string_view(kMagic, 4));
   w.U8(kFormatVersion);
   w.U8(static_cast<uint8_t>(codec));
@@ -174,16 +177,61 @@ StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements, C
       for (int64_t d : t.shape()) w.I64(d);
       w.U64(offset);
       w.U64(length);
-      if (length > 0) std::memcpy(raw.data() + offset, t.raw(), length);
+      place(t, offset);
       offset += length;
     }
   }
+  return absl::OkStatus();
+}
+
+// The zero bytes that pad pieces to the payload alignment.
+const uint8_t kZeroPadding[kWireAlignment] = {};
+
+}  // namespace
+
+size_t EncodedElements::payload_size() const {
+  if (pieces.empty()) return payload.size();
+  size_t n = 0;
+  for (const PayloadPiece& p : pieces) n += p.size;
+  return n;
+}
+
+std::string EncodedElements::FlattenPayload() const {
+  if (pieces.empty()) return payload;
+  std::string flat;
+  flat.reserve(payload_size());
+  for (const PayloadPiece& p : pieces) flat.append(reinterpret_cast<const char*>(p.data), p.size);
+  return flat;
+}
+
+StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements, Codec codec) {
+  EncodedElements out;
+  const size_t raw_size = RawPayloadSize(elements);
+  std::string raw(raw_size, '\0');
+  SLUICE_RETURN_IF_ERROR(
+      WriteHeader(elements, codec, raw_size, &out, [&](const Tensor& t, size_t offset) {
+        if (t.nbytes() > 0) std::memcpy(raw.data() + offset, t.raw(), t.nbytes());
+      }));
   out.raw_payload_bytes = raw_size;
   if (codec == Codec::kNone) {
     out.payload = std::move(raw);
   } else {
     SLUICE_ASSIGN_OR_RETURN(out.payload, Compress(codec, raw));
   }
+  return out;
+}
+
+StatusOr<EncodedElements> EncodeElementsInPlace(const std::vector<Element>& elements) {
+  EncodedElements out;
+  const size_t raw_size = RawPayloadSize(elements);
+  size_t end = 0;
+  SLUICE_RETURN_IF_ERROR(
+      WriteHeader(elements, Codec::kNone, raw_size, &out, [&](const Tensor& t, size_t offset) {
+        if (offset > end) out.pieces.push_back({kZeroPadding, offset - end, nullptr});
+        if (t.nbytes() > 0) out.pieces.push_back({t.raw(), t.nbytes(), t.buffer()});
+        end = offset + t.nbytes();
+      }));
+  out.raw_payload_bytes = raw_size;
   return out;
 }
 

@@ -22,6 +22,7 @@
 #define SLUICE_RPC_WIRE_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,13 +36,27 @@ namespace sluice::rpc {
 inline constexpr size_t kWireAlignment = 64;
 inline constexpr int kWireMaxRank = 16;
 
+// A run of payload bytes left where they are: a tensor's bytes (kept alive by `owner`) or
+// alignment padding (zeros, no owner).
+struct PayloadPiece {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<Buffer> owner;
+};
+
 struct EncodedElements {
   std::string header;
+  // The payload: contiguous in `payload`, or, from EncodeElementsInPlace, the concatenation
+  // of `pieces` (then `payload` is empty).
   std::string payload;
+  std::vector<PayloadPiece> pieces;
   size_t raw_payload_bytes = 0;  // before compression
 
   // What the group costs on the wire (and in flow-control credit).
-  size_t wire_bytes() const { return header.size() + payload.size(); }
+  size_t wire_bytes() const { return header.size() + payload_size(); }
+  size_t payload_size() const;
+  // The payload as one string (a copy when it is in pieces).
+  std::string FlattenPayload() const;
 };
 
 // Raw (uncompressed) payload bytes `elements` would take, alignment padding included.
@@ -55,6 +70,12 @@ size_t WireBytesUpperBound(const Element& element);
 // kWireMaxRank or an origin over 4 GiB.
 StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements,
                                          Codec codec = Codec::kNone);
+
+// The same group, uncompressed, without copying tensor bytes: the payload is described as
+// pieces that point into the tensors' buffers (and share their ownership), for a sender
+// that can write scattered bytes (the worker's gRPC server). The bytes are those
+// EncodeElements(elements, kNone) would produce.
+StatusOr<EncodedElements> EncodeElementsInPlace(const std::vector<Element>& elements);
 
 struct DecodeLimits {
   // Largest raw payload a header may announce (guards the allocation for a compressed

@@ -412,7 +412,10 @@ void WorkerSession::Flush(FlushJob job) {
                                               std::min(limit, chunk_bytes_ * 2));
     std::vector<Element> group(std::make_move_iterator(job.elements.begin() + begin),
                                std::make_move_iterator(job.elements.begin() + end));
-    auto encoded = EncodeElements(group, codec_);
+    // Uncompressed chunks leave the tensor bytes where they are; the gRPC server sends them
+    // from there.
+    auto encoded =
+        codec_ == Codec::kNone ? EncodeElementsInPlace(group) : EncodeElements(group, codec_);
     if (!encoded.ok()) {
       status = encoded.status();
       break;

@@ -34,7 +34,7 @@ Drained Drain(WorkerSession& session) {
     switch (out.kind) {
       case WorkerOutput::Kind::kChunk: {
         const size_t bytes = out.chunk.wire_bytes();
-        auto decoded = DecodeElements(out.chunk.header, std::move(out.chunk.payload));
+        auto decoded = DecodeElements(out.chunk.header, out.chunk.FlattenPayload());
         EXPECT_TRUE(decoded.ok()) << decoded.status();
         for (Element& e : *decoded) d.elements.push_back(std::move(e));
         session.AddCredit(bytes);
