@@ -447,8 +447,11 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   SLUICE_ASSIGN_OR_RETURN(json result, ReadJson(json_path));
   json out;
   out["policy_arg"] = policy;
-  out["samples_per_s"] = result.value("samples_per_s", 0.0);
-  out["stall_fraction"] = result.value("stall_fraction", 0.0);
+  // Steady-state figures (after the warm-up steps) where the run has them.
+  const json& rates = result.contains("steady") ? result["steady"] : result;
+  out["samples_per_s"] = rates.value("samples_per_s", 0.0);
+  out["stall_fraction"] = rates.value("stall_fraction", 0.0);
+  out["run_samples_per_s"] = result.value("samples_per_s", 0.0);
   out["plan"] = result.value("plan", json::object());
   out["time_to_plan_s"] = result.value("time_to_plan_s", 0.0);
   out["wall_s"] = result.value("wall_s", 0.0);

@@ -241,6 +241,12 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["command"] = "train";
     j["samples_per_s"] = result.samples_per_s();
     j["stall_fraction"] = result.stall_fraction();
+    // After the warm-up steps: what a sweep compares (start-up costs are the same for all).
+    j["steady"] = {{"warmup_steps", result.warmup_steps},
+                   {"samples", result.steady_samples},
+                   {"wall_s", result.steady_wall_s},
+                   {"samples_per_s", result.steady_samples_per_s()},
+                   {"stall_fraction", result.steady_stall_fraction()}};
     j["plan"] = PlanJson(policy, report);
     j["time_to_plan_s"] = 0.0;
     j["wall_s"] = result.wall_s;

@@ -1,11 +1,15 @@
-// A chunk serialized in place is byte for byte the WorkerMessage protobuf would write, so
-// the trainer parses it unchanged, and the tensors it points into stay alive until gRPC
-// lets go of the buffer.
+// Both ends of a chunk's trip without protobuf strings: a chunk serialized in place is byte
+// for byte the WorkerMessage protobuf would write, and the tensors it points into stay alive
+// until gRPC lets go of the buffer; the trainer's parser reads any WorkerMessage, however the
+// bytes are sliced, and rejects malformed ones.
+#include "sluice/rpc/incoming_message.h"
 #include "sluice/rpc/outgoing_message.h"
 
 #include <grpcpp/support/byte_buffer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -99,6 +103,72 @@ TEST(OutgoingMessageTest, AProtoMessageIsSerializedAsItIs) {
   bool own = false;
   ASSERT_TRUE(grpc::SerializationTraits<OutgoingMessage>::Serialize(m, &buffer, &own).ok());
   EXPECT_EQ(Flatten(buffer), m.message.SerializeAsString());
+}
+
+// `bytes` as a byte buffer cut into slices of `slice` bytes.
+grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += slice) {
+    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+TEST(IncomingMessageTest, ParsesAChunkHoweverItIsSliced) {
+  std::vector<Element> elements = Samples(2, 5000);
+  auto encoded = EncodeElements(elements, Codec::kNone);
+  ASSERT_TRUE(encoded.ok());
+  proto::WorkerMessage m;
+  m.mutable_chunk()->set_split_id(77);
+  m.mutable_chunk()->set_header(encoded->header);
+  m.mutable_chunk()->set_payload(encoded->payload);
+  const std::string bytes = m.SerializeAsString();
+  for (size_t slice : {size_t{1}, size_t{7}, size_t{4096}, bytes.size()}) {
+    grpc::ByteBuffer buffer = Sliced(bytes, slice);
+    IncomingMessage in;
+    ASSERT_TRUE(ParseIncoming(&buffer, &in)) << slice;
+    EXPECT_TRUE(in.is_chunk);
+    EXPECT_EQ(in.split_id, 77u);
+    EXPECT_EQ(in.header, encoded->header);
+    ASSERT_NE(in.payload, nullptr);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(in.payload->data()), in.payload->size()),
+              encoded->payload);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(in.payload->data()) % 64, 0u);
+    auto decoded = DecodeElements(in.header, in.payload);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ((*decoded)[1].tensors[0].data<float>()[4999], 5999.0f);
+  }
+}
+
+TEST(IncomingMessageTest, OtherMessagesGoThroughProtobuf) {
+  proto::WorkerMessage m;
+  m.mutable_split_done()->set_split_id(5);
+  m.mutable_split_done()->set_delivered(31);
+  grpc::ByteBuffer buffer = Sliced(m.SerializeAsString(), 3);
+  IncomingMessage in;
+  in.is_chunk = true;  // cleared by the parse
+  ASSERT_TRUE(ParseIncoming(&buffer, &in));
+  EXPECT_FALSE(in.is_chunk);
+  ASSERT_TRUE(in.message.has_split_done());
+  EXPECT_EQ(in.message.split_done().delivered(), 31u);
+}
+
+TEST(IncomingMessageTest, RejectsTruncatedAndGarbledChunks) {
+  proto::WorkerMessage m;
+  m.mutable_chunk()->set_split_id(1);
+  m.mutable_chunk()->set_header("hdr");
+  m.mutable_chunk()->set_payload(std::string(1000, 'x'));
+  const std::string bytes = m.SerializeAsString();
+  for (size_t cut : {size_t{1}, size_t{2}, size_t{10}, bytes.size() - 1}) {
+    grpc::ByteBuffer buffer = Sliced(bytes.substr(0, cut), 64);
+    IncomingMessage in;
+    EXPECT_FALSE(ParseIncoming(&buffer, &in)) << "cut at " << cut;
+  }
+  std::string garbled = bytes;
+  garbled[2] = static_cast<char>(0x0f);  // wire type 7 does not exist
+  grpc::ByteBuffer buffer = Sliced(garbled, 64);
+  IncomingMessage in;
+  EXPECT_FALSE(ParseIncoming(&buffer, &in));
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "sluice/core/clock.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/incoming_message.h"
 #include "sluice/rpc/wire.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 #include "sluice/rpc/worker_service.h"
@@ -73,7 +75,6 @@ class GrpcRemoteStream final : public RemoteStream {
   GrpcRemoteStream(WorkerInfo info, std::shared_ptr<grpc::Channel> channel, size_t max_send)
       : info_(std::move(info)),
         channel_(std::move(channel)),
-        stub_(proto::Worker::NewStub(channel_)),
         max_send_(max_send) {}
 
   ~GrpcRemoteStream() override {
@@ -83,7 +84,13 @@ class GrpcRemoteStream final : public RemoteStream {
 
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
     if (!connect.token.empty()) ctx_.AddMetadata("authorization", "Bearer " + connect.token);
-    stream_ = stub_->Process(&ctx_);
+    // Process with IncomingMessage as the read type (incoming_message.h); the bytes are the
+    // generated stub's.
+    stream_.reset(grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, IncomingMessage>::
+                      Create(channel_.get(),
+                             grpc::internal::RpcMethod("/sluice.rpc.proto.Worker/Process",
+                                                       grpc::internal::RpcMethod::BIDI_STREAMING),
+                             &ctx_));
     proto::ClientMessage open_msg;
     proto::Open* open = open_msg.mutable_open();
     open->set_spec_json(pipeline::ToCanonicalJson(session.spec));
@@ -94,10 +101,11 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_max_inflight_bytes(session.max_inflight_bytes);
     open->set_client_version(SluiceVersion());
     open->set_max_message_bytes(connect.max_message_bytes);
-    proto::WorkerMessage reply;
-    if (!stream_->Write(open_msg) || !stream_->Read(&reply)) {
+    IncomingMessage incoming;
+    if (!stream_->Write(open_msg) || !stream_->Read(&incoming)) {
       return WorkerError(info_.address, stream_->Finish());
     }
+    const proto::WorkerMessage& reply = incoming.message;
     if (reply.has_error()) {
       ctx_.TryCancel();
       Status s(static_cast<absl::StatusCode>(reply.error().code()),
@@ -105,7 +113,7 @@ class GrpcRemoteStream final : public RemoteStream {
       stream_->Finish();
       return s;
     }
-    if (!reply.has_opened()) {
+    if (incoming.is_chunk || !reply.has_opened()) {
       ctx_.TryCancel();
       stream_->Finish();
       return absl::InternalError(
@@ -172,6 +180,8 @@ class GrpcRemoteStream final : public RemoteStream {
   }
 
   int64_t bytes_received() const override { return bytes_received_.load(); }
+  int64_t read_cpu_ns() const override { return read_cpu_ns_.load(); }
+  int64_t decode_cpu_ns() const override { return decode_cpu_ns_.load(); }
 
  private:
   void SetFailedLocked(Status s) {
@@ -215,16 +225,20 @@ class GrpcRemoteStream final : public RemoteStream {
 
   void ReadLoop() {
     std::thread writer([this] { WriteLoop(); });
-    proto::WorkerMessage msg;
-    while (stream_->Read(&msg)) {
-      if (msg.has_chunk()) {
-        proto::Chunk* c = msg.mutable_chunk();
+    IncomingMessage incoming;
+    const proto::WorkerMessage& msg = incoming.message;
+    int64_t cpu = ThreadCpuNanos();
+    while (stream_->Read(&incoming)) {
+      const int64_t read_end = ThreadCpuNanos();
+      read_cpu_ns_.fetch_add(read_end - cpu, std::memory_order_relaxed);
+      cpu = read_end;
+      if (incoming.is_chunk) {
         StreamEvent e;
         e.kind = StreamEvent::Kind::kElements;
-        e.split_id = c->split_id();
-        e.wire_bytes = c->header().size() + c->payload().size();
+        e.split_id = incoming.split_id;
+        e.wire_bytes = incoming.header.size() + incoming.payload->size();
         bytes_received_.fetch_add(static_cast<int64_t>(e.wire_bytes));
-        auto decoded = DecodeElements(c->header(), std::move(*c->mutable_payload()));
+        auto decoded = DecodeElements(incoming.header, std::move(incoming.payload));
         if (!decoded.ok()) {
           Fail(absl::DataLossError(absl::StrCat(
               "worker ", info_.address, " sent a bad chunk: ", decoded.status().message())));
@@ -233,6 +247,9 @@ class GrpcRemoteStream final : public RemoteStream {
         }
         e.elements = *std::move(decoded);
         Push(std::move(e));
+        const int64_t decode_end = ThreadCpuNanos();
+        decode_cpu_ns_.fetch_add(decode_end - cpu, std::memory_order_relaxed);
+        cpu = decode_end;
       } else if (msg.has_split_done()) {
         const proto::SplitDone& d = msg.split_done();
         StreamEvent e;
@@ -279,12 +296,13 @@ class GrpcRemoteStream final : public RemoteStream {
 
   WorkerInfo info_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<proto::Worker::Stub> stub_;
   const size_t max_send_;
   grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, proto::WorkerMessage>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, IncomingMessage>> stream_;
   std::thread reader_;
   std::atomic<int64_t> bytes_received_{0};
+  std::atomic<int64_t> read_cpu_ns_{0};
+  std::atomic<int64_t> decode_cpu_ns_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -105,6 +105,11 @@ class RemoteStream {
   virtual void Cancel() = 0;
   // Totals since Open (for profiling): payload bytes received, messages.
   virtual int64_t bytes_received() const = 0;
+  // CPU time of the receiving thread since Open (thread CPU clock): taking messages off the
+  // connection (gRPC and the protobuf parse, which copies each payload once), and decoding
+  // the wire format and handing the elements on (no copy of tensor bytes).
+  virtual int64_t read_cpu_ns() const = 0;
+  virtual int64_t decode_cpu_ns() const = 0;
 };
 
 }  // namespace sluice::rpc

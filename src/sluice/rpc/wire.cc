@@ -237,6 +237,16 @@ StatusOr<EncodedElements> EncodeElementsInPlace(const std::vector<Element>& elem
 
 StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::string payload,
                                               const DecodeLimits& limits) {
+  auto* holder = new std::string(std::move(payload));
+  return DecodeElements(header,
+                        Buffer::Wrap(reinterpret_cast<uint8_t*>(holder->data()), holder->size(),
+                                     [holder] { delete holder; }),
+                        limits);
+}
+
+StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
+                                              std::shared_ptr<Buffer> payload,
+                                              const DecodeLimits& limits) {
   Reader r(header);
   std::string_view magic;
   if (!r.Bytes(4, &magic, "magic")) return Truncated(r, "magic");
@@ -267,19 +277,19 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::stri
                                 "-byte header"));
   }
 
-  // The payload buffer: the received string itself when uncompressed (no copy).
+  // The payload buffer: the received bytes themselves when uncompressed (no copy).
   std::shared_ptr<Buffer> buffer;
   if (codec == Codec::kNone) {
-    if (payload.size() != raw_size) {
+    if (payload->size() != raw_size) {
       return Corrupt(
-          absl::StrCat("payload is ", payload.size(), " bytes, the header says ", raw_size));
+          absl::StrCat("payload is ", payload->size(), " bytes, the header says ", raw_size));
     }
-    auto* holder = new std::string(std::move(payload));
-    buffer = Buffer::Wrap(reinterpret_cast<uint8_t*>(holder->data()), holder->size(),
-                          [holder] { delete holder; });
+    buffer = std::move(payload);
   } else {
     buffer = Buffer::Allocate(raw_size);
-    Status s = Decompress(codec, payload, buffer->data(), raw_size);
+    const std::string_view compressed(reinterpret_cast<const char*>(payload->data()),
+                                      payload->size());
+    Status s = Decompress(codec, compressed, buffer->data(), raw_size);
     if (!s.ok()) return absl::DataLossError(absl::StrCat("corrupt payload: ", s.message()));
   }
 

@@ -88,6 +88,10 @@ struct DecodeLimits {
 // malformed input.
 StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::string payload,
                                               const DecodeLimits& limits = {});
+// The same with the payload received into a Buffer (which, uncompressed, the tensors view).
+StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
+                                              std::shared_ptr<Buffer> payload,
+                                              const DecodeLimits& limits = {});
 
 }  // namespace sluice::rpc
 

@@ -1,5 +1,7 @@
 #include "sluice/runtime/train.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -103,7 +105,13 @@ StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
 
 StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
   TrainResult result;
+  result.warmup_steps = options.warmup_steps >= 0
+                            ? options.warmup_steps
+                            : (options.steps >= 10 ? std::min<int64_t>(options.steps / 10, 10) : 0);
   const int64_t start = NowNanos();
+  int64_t steady_start = start;
+  int64_t steady_stall_from = 0;
+  int64_t steady_samples_from = 0;
   int64_t stall_ns = 0;
   int64_t compute_ns = 0;
   const auto step_time =
@@ -125,6 +133,11 @@ StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
     if (step_time.count() > 0) std::this_thread::sleep_for(step_time);
     compute_ns += NowNanos() - got;
     ++result.steps;
+    if (result.steps == result.warmup_steps) {
+      steady_start = NowNanos();
+      steady_stall_from = stall_ns;
+      steady_samples_from = result.samples;
+    }
     if (options.on_step) {
       TrainProgress p;
       p.steps = result.steps;
@@ -134,9 +147,19 @@ StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
       options.on_step(p);
     }
   }
-  result.wall_s = (NowNanos() - start) / 1e9;
+  const int64_t end = NowNanos();
+  result.wall_s = (end - start) / 1e9;
   result.stall_s = stall_ns / 1e9;
   result.compute_s = compute_ns / 1e9;
+  if (result.steps <= result.warmup_steps) result.warmup_steps = 0;  // too short: whole run
+  if (result.warmup_steps == 0) {
+    steady_start = start;
+    steady_stall_from = 0;
+    steady_samples_from = 0;
+  }
+  result.steady_wall_s = (end - steady_start) / 1e9;
+  result.steady_stall_s = (stall_ns - steady_stall_from) / 1e9;
+  result.steady_samples = result.samples - steady_samples_from;
   return result;
 }
 

@@ -44,6 +44,9 @@ struct TrainProgress {
 struct TrainOptions {
   int64_t steps = 0;          // 0: until the data ends
   double accelerator_ms = 0;  // emulated step time
+  // Steps left out of the steady-state figures (start-up: connecting, filling the queues).
+  // -1: a tenth of `steps`, at most 10 (none for fewer than 10 steps or steps = 0).
+  int64_t warmup_steps = -1;
   // Called with each batch before its step (from the calling thread; time counts as compute).
   std::function<void(const Element&)> on_batch;
   // Called after each step (from the calling thread).
@@ -57,9 +60,20 @@ struct TrainResult {
   double stall_s = 0;       // waiting in GetNext (a prep stall)
   double compute_s = 0;     // emulated accelerator time
   bool data_ended = false;  // the pipeline ran out before `steps`
+  // The same after the warm-up steps (equal to the whole run without warm-up).
+  int64_t warmup_steps = 0;
+  int64_t steady_samples = 0;
+  double steady_wall_s = 0;
+  double steady_stall_s = 0;
 
   double samples_per_s() const { return wall_s > 0 ? samples / wall_s : 0; }
   double stall_fraction() const { return wall_s > 0 ? stall_s / wall_s : 0; }
+  double steady_samples_per_s() const {
+    return steady_wall_s > 0 ? steady_samples / steady_wall_s : 0;
+  }
+  double steady_stall_fraction() const {
+    return steady_wall_s > 0 ? steady_stall_s / steady_wall_s : 0;
+  }
 };
 
 // Runs the loop: take a batch (timed as stall), then "compute" for accelerator_ms.

@@ -156,5 +156,38 @@ TEST_F(RunTrainingTest, StopsWhenTheDataEnds) {
   EXPECT_FALSE(result->data_ended);
 }
 
+TEST_F(RunTrainingTest, SteadyStateFiguresLeaveOutTheWarmUpSteps) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 3;
+  options.warmup_steps = 1;
+  options.accelerator_ms = 5;
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->warmup_steps, 1);
+  EXPECT_EQ(result->steady_samples, 6);  // steps 2 and 3
+  EXPECT_LT(result->steady_wall_s, result->wall_s);
+  EXPECT_GE(result->steady_wall_s, 2 * 0.005);
+  EXPECT_LE(result->steady_stall_s, result->stall_s);
+
+  // The default leaves out nothing from a run under 10 steps, and a run that ends within
+  // its warm-up counts whole.
+  std::unique_ptr<Loader> short_run = MakeLoader();
+  options.warmup_steps = -1;
+  result = RunTraining(*short_run, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->warmup_steps, 0);
+  EXPECT_EQ(result->steady_samples, result->samples);
+  EXPECT_DOUBLE_EQ(result->steady_wall_s, result->wall_s);
+
+  std::unique_ptr<Loader> ends_early = MakeLoader();
+  options.steps = 100;  // warm-up 10, but the data ends after 4 steps
+  result = RunTraining(*ends_early, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->warmup_steps, 0);
+  EXPECT_EQ(result->steady_samples, 10);
+}
+
 }  // namespace
 }  // namespace sluice::runtime
