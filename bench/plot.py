@@ -66,9 +66,14 @@ def sweep(report, out):
     if not lines:
         return False
     fig, ax = plt.subplots(figsize=(9.5, 4.2))
+    # One colour per cut, solid for remote reads and dashed for local reads.
+    cuts = sorted({key.split(",")[0] for key in lines})
+    palette = plt.get_cmap("tab10")
     for key, points in sorted(lines.items()):
         points.sort()
-        ax.plot([100 * r for r, _ in points], [v for _, v in points], marker=".", label=key)
+        style = "--" if "local_read" in key else "-"
+        ax.plot([100 * r for r, _ in points], [v for _, v in points], marker=".", label=key,
+                linestyle=style, color=palette(cuts.index(key.split(",")[0]) % 10))
     markers = ["*", "D", "s", "^", "v", "P"]
     for i, (name, p) in enumerate(ordered(report["policies"])):
         if "samples_per_s" not in p:
