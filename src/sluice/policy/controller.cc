@@ -1,0 +1,393 @@
+#include "sluice/policy/controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sluice/policy/format.h"
+
+namespace sluice::policy {
+namespace {
+
+constexpr double kMinFactor = 0.1;
+constexpr double kMaxFactor = 10;
+
+bool Changed(double now, double before, double threshold) {
+  if (!(before > 0)) return now > 0;
+  return std::fabs(now - before) > threshold * before;
+}
+
+std::string Fmt(double v) { return absl::StrFormat("%.3g", v); }
+
+}  // namespace
+
+const char* DecisionKindName(DecisionKind kind) {
+  switch (kind) {
+    case DecisionKind::kInitial:
+      return "initial";
+    case DecisionKind::kKeep:
+      return "keep";
+    case DecisionKind::kAdjustRatio:
+      return "adjust_ratio";
+    case DecisionKind::kRecalibrate:
+      return "recalibrate";
+    case DecisionKind::kReplan:
+      return "replan";
+  }
+  return "keep";
+}
+
+nlohmann::json ToJson(const TimelineEntry& e) {
+  nlohmann::json plan = ToJson(e.plan);
+  plan.erase("candidates");  // the timeline keeps the decision, not every candidate
+  return nlohmann::json{
+      {"t_s", e.t_s}, {"kind", DecisionKindName(e.kind)}, {"reason", e.reason}, {"plan", plan}};
+}
+
+Controller::Controller(Profile profile, ControllerOptions options)
+    : profile_(std::move(profile)), options_(std::move(options)) {}
+
+Profile Controller::effective_profile() const {
+  Profile p = profile_;
+  p.trainer_cpu_budget *= trainer_factor_;
+  for (WorkerProfile& w : p.workers) {
+    auto it = worker_factor_.find(w.address);
+    if (it == worker_factor_.end()) continue;
+    w.cpu_budget *= it->second;
+    if (w.link_bytes_per_s > 0) w.link_bytes_per_s *= it->second;
+    if (w.storage_bytes_per_s > 0) w.storage_bytes_per_s *= it->second;
+  }
+  return p;
+}
+
+TimelineEntry Controller::Record(double t, DecisionKind kind, std::string reason) {
+  TimelineEntry e{t, kind, std::move(reason), plan_};
+  if (kind != DecisionKind::kKeep) {
+    timeline_.push_back(e);
+    timeline_.back().plan.candidates.clear();
+  }
+  return e;
+}
+
+TimelineEntry Controller::Start(double t_s) {
+  started_ = true;
+  plan_ = PlanSluice(effective_profile(), options_.planner);
+  last_change_t_ = t_s;
+  return Record(t_s, DecisionKind::kInitial,
+                plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
+                              : "initial plan: no offload");
+}
+
+Evaluation Controller::PredictCurrent(const Profile& profile) const {
+  if (!plan_.offload) return EvaluateFixed(profile, Candidate{0}, 0, {});
+  ModelOptions model;
+  model.allow_after_batch = options_.planner.allow_after_batch;
+  return EvaluateFixed(profile, Candidate{plan_.cut, plan_.read_mode, plan_.codec}, plan_.ratio,
+                       plan_.worker_shares, model);
+}
+
+std::optional<std::string> Controller::AbsorbWorldChanges(const Measurement& m) {
+  std::vector<std::string> reasons;
+  if (m.step_s > 0 && Changed(m.step_s, profile_.consumer.step_s, options_.change_threshold)) {
+    reasons.push_back(profile_.consumer.step_s > 0
+                          ? absl::StrCat("accelerator step ",
+                                         FormatSeconds(profile_.consumer.step_s), " -> ",
+                                         FormatSeconds(m.step_s))
+                          : absl::StrCat("accelerator step measured: ", FormatSeconds(m.step_s)));
+    profile_.consumer.step_s = m.step_s;
+  }
+  std::map<std::string, const WorkerMeasurement*> present;
+  for (const WorkerMeasurement& w : m.workers) {
+    if (w.connected) present[w.address] = &w;
+  }
+  std::vector<WorkerProfile> kept;
+  for (WorkerProfile& w : profile_.workers) {
+    auto it = present.find(w.address);
+    if (it == present.end()) {
+      reasons.push_back(absl::StrCat("worker ", w.address, " left"));
+      worker_factor_.erase(w.address);
+      slow_since_.erase(w.address);
+      fresh_worker_ops_.erase(w.address);
+      continue;
+    }
+    const WorkerMeasurement& wm = *it->second;
+    if (wm.cpu_budget > 0 && Changed(wm.cpu_budget, w.cpu_budget, options_.change_threshold)) {
+      reasons.push_back(absl::StrCat("worker ", w.address, "'s CPU budget ", Fmt(w.cpu_budget),
+                                     " -> ", Fmt(wm.cpu_budget)));
+      w.cpu_budget = wm.cpu_budget;
+      worker_factor_.erase(w.address);  // a new budget starts a new calibration
+    }
+    if (wm.link_bytes_per_s > 0) {
+      if (w.link_bytes_per_s > 0 &&
+          Changed(wm.link_bytes_per_s, w.link_bytes_per_s, options_.change_threshold)) {
+        reasons.push_back(absl::StrCat("worker ", w.address, "'s link ",
+                                       FormatBytes(w.link_bytes_per_s), "/s -> ",
+                                       FormatBytes(wm.link_bytes_per_s), "/s"));
+      }
+      w.link_bytes_per_s = wm.link_bytes_per_s;
+    }
+    kept.push_back(std::move(w));
+    present.erase(it);
+  }
+  for (const WorkerMeasurement& wm : m.workers) {
+    if (!wm.connected || present.find(wm.address) == present.end()) continue;
+    WorkerProfile w;
+    w.address = wm.address;
+    w.cpu_budget = wm.cpu_budget;
+    w.link_bytes_per_s = wm.link_bytes_per_s;
+    w.has_storage = wm.has_storage;
+    w.ops = wm.ops;
+    reasons.push_back(absl::StrCat("worker ", w.address, " joined (", Fmt(w.cpu_budget), " CPU)"));
+    kept.push_back(std::move(w));
+    present.erase(wm.address);
+  }
+  profile_.workers = std::move(kept);
+  if (reasons.empty()) return std::nullopt;
+  return absl::StrJoin(reasons, "; ");
+}
+
+void Controller::AbsorbFreshCosts(const Measurement& m) {
+  if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
+  for (const WorkerMeasurement& w : m.workers) {
+    if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
+  }
+  bool local_changed = false;
+  for (const OpCost& op : fresh_local_ops_) {
+    if (op.position < 0 || op.position >= profile_.num_ops()) continue;
+    OpCost& known = profile_.costs.ops[op.position];
+    if (op.cpu_s_per_sample > 0) known.cpu_s_per_sample = op.cpu_s_per_sample;
+    if (op.bytes_out_per_sample > 0) known.bytes_out_per_sample = op.bytes_out_per_sample;
+    local_changed = true;
+  }
+  // Fresh costs replace what the calibration factor was standing in for.
+  if (local_changed) trainer_factor_ = 1;
+  for (WorkerProfile& w : profile_.workers) {
+    auto it = fresh_worker_ops_.find(w.address);
+    if (it == fresh_worker_ops_.end()) continue;
+    w.ops = it->second;
+    worker_factor_.erase(w.address);
+  }
+  fresh_local_ops_.clear();
+  fresh_worker_ops_.clear();
+}
+
+void Controller::Calibrate(const Measurement& m) {
+  const Profile eff = effective_profile();
+  const Evaluation cur = PredictCurrent(eff);
+  if (!(cur.predicted_samples_per_s > 0) || !(m.samples_per_s > 0)) return;
+  // Per worker: delivered / predicted flow (only workers that were meant to take samples).
+  std::map<std::string, double> worker_ratio;
+  for (const WorkerFlow& f : cur.workers) {
+    if (!(f.samples_per_s > 0)) continue;
+    for (const WorkerMeasurement& wm : m.workers) {
+      if (wm.address == f.address) {
+        worker_ratio[f.address] = wm.delivered_samples_per_s / f.samples_per_s;
+      }
+    }
+  }
+  bool workers_short = false;
+  for (const auto& [address, ratio] : worker_ratio) workers_short |= ratio < 0.95;
+  // The remote side is blamed only if it binds and its workers did deliver less.
+  if (plan_.offload && cur.remote_bound != Bound::kNone && workers_short) {
+    for (const auto& [address, ratio] : worker_ratio) {
+      if (!(ratio > 0)) continue;
+      double& factor = worker_factor_.try_emplace(address, 1.0).first->second;
+      factor = std::clamp(factor * ratio, kMinFactor, kMaxFactor);
+    }
+    return;
+  }
+  // Demand bound and delivering more than predicted is noise in the step time, not costs.
+  if (cur.trainer_bound == Bound::kDemand && m.samples_per_s > cur.predicted_samples_per_s) {
+    return;
+  }
+  trainer_factor_ = std::clamp(trainer_factor_ * m.samples_per_s / cur.predicted_samples_per_s,
+                               kMinFactor, kMaxFactor);
+}
+
+void Controller::Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out) {
+  const Profile eff = effective_profile();
+  PlannerOptions po = options_.planner;
+  if (plan_.offload) po.require_stall = false;
+  Plan next = PlanSluice(eff, po);
+  mismatch_since_.reset();
+  stall_since_.reset();
+  slow_since_.clear();
+  if (must_adopt) {
+    plan_ = std::move(next);
+    last_change_t_ = t;
+    *out =
+        Record(t, DecisionKind::kReplan, absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
+    return;
+  }
+  const Evaluation cur = PredictCurrent(eff);
+  const double cur_rate = cur.feasible ? cur.predicted_samples_per_s : 0;
+  const bool better = next.predicted_samples_per_s > cur_rate * (1 + options_.switch_margin);
+  const bool offload_pointless =
+      plan_.offload && !next.offload && next.predicted_samples_per_s >= cur_rate;
+  if (better || offload_pointless) {
+    const std::string before = plan_.PolicyString();
+    plan_ = std::move(next);
+    last_change_t_ = t;
+    *out = Record(t, DecisionKind::kRecalibrate,
+                  absl::StrCat(why, "; new plan ", plan_.PolicyString(), " predicts ",
+                               FormatRate(plan_.predicted_samples_per_s), " samples/s against ",
+                               FormatRate(cur_rate), " for ", before));
+    return;
+  }
+  plan_.predicted_samples_per_s = cur_rate;
+  last_change_t_ = t;
+  *out = Record(t, DecisionKind::kRecalibrate,
+                absl::StrCat(why, "; kept ", plan_.PolicyString(), " (now predicts ",
+                             FormatRate(cur_rate), " samples/s; the best alternative ",
+                             FormatRate(next.predicted_samples_per_s), ")"));
+}
+
+TimelineEntry Controller::Observe(const Measurement& m) {
+  if (!started_) Start(m.t_s);
+  const double t = m.t_s;
+  profile_.consumer.stall_fraction = std::clamp(m.stall_fraction, 0.0, 1.0);
+  TimelineEntry out;
+
+  // A changed world: re-plan at once, whatever the cool-down.
+  if (std::optional<std::string> world = AbsorbWorldChanges(m)) {
+    AbsorbFreshCosts(m);
+    Replan(t, *world, /*must_adopt=*/true, &out);
+    return out;
+  }
+  if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
+  for (const WorkerMeasurement& w : m.workers) {
+    if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
+  }
+
+  const bool cooling = t - last_change_t_ < options_.cooldown_s;
+  // A worker delivering well under its share (it got slower, or its link did).
+  if (plan_.offload && !cooling && m.samples_per_s > 0) {
+    for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
+      const std::string& address = plan_.worker_addresses[i];
+      const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;
+      const double expected = share * m.samples_per_s;
+      if (!(expected > 0)) continue;
+      double delivered = 0;
+      for (const WorkerMeasurement& wm : m.workers) {
+        if (wm.address == address) delivered = wm.delivered_samples_per_s;
+      }
+      if (delivered >= (1 - options_.rate_drop) * expected) {
+        slow_since_.erase(address);
+        continue;
+      }
+      const double since = slow_since_.try_emplace(address, t).first->second;
+      if (t - since < options_.rate_drop_confirm_s) continue;
+      double& factor = worker_factor_.try_emplace(address, 1.0).first->second;
+      factor = std::clamp(factor * std::max(delivered, 1e-9) / expected, kMinFactor, kMaxFactor);
+      AbsorbFreshCosts(m);
+      Replan(t,
+             absl::StrCat("worker ", address, " delivers ", FormatRate(delivered),
+                          " samples/s, under its share's ", FormatRate(expected)),
+             /*must_adopt=*/true, &out);
+      return out;
+    }
+  }
+  if (cooling) {
+    mismatch_since_.reset();
+    stall_since_.reset();
+    return Record(t, DecisionKind::kKeep, "settling after the last change");
+  }
+
+  // Measured against predicted, sustained: re-fit the costs and re-plan.
+  const Evaluation cur = PredictCurrent(effective_profile());
+  const double predicted = cur.predicted_samples_per_s;
+  if (m.samples_per_s > 0 && predicted > 0 &&
+      std::fabs(m.samples_per_s / predicted - 1) > options_.mismatch_tolerance) {
+    const double since = mismatch_since_.value_or(t);
+    mismatch_since_ = since;
+    if (t - since >= options_.sustain_s) {
+      const std::string why =
+          absl::StrCat("measured ", FormatRate(m.samples_per_s), " samples/s against ",
+                       FormatRate(predicted), " predicted for ", Fmt(t - since), " s");
+      AbsorbFreshCosts(m);
+      Calibrate(m);
+      Replan(t, why, /*must_adopt=*/false, &out);
+      return out;
+    }
+  } else {
+    mismatch_since_.reset();
+  }
+
+  const double stall_line = plan_.offload ? options_.stall_high : options_.planner.stall_threshold;
+  if (m.stall_fraction > stall_line) {
+    stall_since_ = stall_since_.value_or(t);
+  } else {
+    stall_since_.reset();
+  }
+  if (!plan_.offload) {
+    if (stall_since_ && t - *stall_since_ >= options_.sustain_s && !profile_.workers.empty()) {
+      const std::string why = absl::StrCat("stall ", FormatPercent(m.stall_fraction), " for ",
+                                           Fmt(t - *stall_since_), " s while not offloading");
+      Plan next = PlanSluice(effective_profile(), options_.planner);
+      stall_since_.reset();
+      if (next.offload) {
+        plan_ = std::move(next);
+        last_change_t_ = t;
+        return Record(t, DecisionKind::kReplan,
+                      absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
+      }
+      return Record(t, DecisionKind::kKeep, absl::StrCat(why, "; offloading would not help"));
+    }
+    return Record(t, DecisionKind::kKeep, "");
+  }
+
+  // A lasting stall while offloading: a small ratio step towards the side that keeps up.
+  if (!stall_since_ || t - *stall_since_ < options_.correction_interval_s) {
+    return Record(t, DecisionKind::kKeep, "");
+  }
+  double remote = 0;
+  for (const WorkerMeasurement& wm : m.workers) remote += wm.delivered_samples_per_s;
+  const double local = std::max(0.0, m.samples_per_s - remote);
+  const double want_remote = plan_.ratio * m.samples_per_s;
+  const double want_local = (1 - plan_.ratio) * m.samples_per_s;
+  const double remote_frac = want_remote > 0 ? remote / want_remote : 1;
+  const double local_frac = want_local > 0 ? local / want_local : 1;
+  int sign = 0;
+  std::string side;
+  if (remote_frac < local_frac * 0.95) {
+    sign = -1;
+    side = "the workers lag";
+  } else if (local_frac < remote_frac * 0.95) {
+    sign = 1;
+    side = "the trainer lags";
+  } else if (cur.remote_bound == Bound::kNone) {
+    sign = 1;
+    side = "both sides keep their shares and the workers have room";
+  } else {
+    return Record(t, DecisionKind::kKeep, "stall with both sides at capacity");
+  }
+  if (last_step_t_) {
+    const double wait = sign == last_step_sign_ ? options_.correction_interval_s
+                                                : 2 * options_.correction_interval_s;
+    if (t - *last_step_t_ < wait) return Record(t, DecisionKind::kKeep, "");
+  }
+  const double step = std::min(options_.max_ratio_step, options_.ratio_gain * m.stall_fraction);
+  const double ratio = std::clamp(plan_.ratio + sign * step, 0.0, 1.0);
+  if (std::fabs(ratio - plan_.ratio) < 1e-9) return Record(t, DecisionKind::kKeep, "");
+  const double old_ratio = plan_.ratio;
+  double sum = 0;
+  for (double s : plan_.worker_shares) sum += s;
+  for (double& s : plan_.worker_shares) {
+    s = sum > 0 ? s * ratio / sum : ratio / plan_.worker_shares.size();
+  }
+  plan_.ratio = ratio;
+  plan_.offload = ratio > 0;
+  plan_.predicted_samples_per_s = PredictCurrent(effective_profile()).predicted_samples_per_s;
+  last_step_t_ = t;
+  last_step_sign_ = sign;
+  stall_since_.reset();
+  return Record(t, DecisionKind::kAdjustRatio,
+                absl::StrCat("stall ", FormatPercent(m.stall_fraction), " and ", side, " (workers ",
+                             FormatRate(remote), ", local ", FormatRate(local),
+                             " samples/s): ratio ", Fmt(old_ratio), " -> ", Fmt(ratio)));
+}
+
+}  // namespace sluice::policy

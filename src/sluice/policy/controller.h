@@ -1,0 +1,128 @@
+// Controller: the closed loop of docs/policy.md ("The controller"), as a pure state
+// machine. The runtime feeds it a Measurement every second or so (time, measured rate and
+// stall, per-worker delivered rate and CPU budget, the worker set, the accelerator step) and
+// applies the plan of each decision it returns:
+//   kInitial      the first plan (Start);
+//   kKeep         nothing to do (the reason says why, e.g. settling after a change);
+//   kAdjustRatio  a small ratio step from a measured stall (the side that lags gets less);
+//   kRecalibrate  measured and predicted rates differed by more than the tolerance for a
+//                 sustained period: the costs were re-fitted and the plan re-predicted (and
+//                 replaced only if the new best is clearly better);
+//   kReplan       the world changed — a worker joined or left, a worker's CPU budget or
+//                 delivered rate dropped, the step time changed, a stall appeared while not
+//                 offloading — and the planner ran again at once.
+// Hysteresis keeps it from flapping: mismatches and stalls must last (sustain_s,
+// correction_interval_s), every plan change starts a cool-down during which only world
+// changes act, a recalibrated plan must beat the current one by switch_margin, ratio steps
+// are bounded, and a step in the opposite direction of the last one waits twice as long.
+// Once offloading, re-plans skip the planner's stall test (a working offload removes the
+// stall that justified it).
+//
+// Thread-compatible: one caller at a time. No clocks of its own: time comes in measurements.
+#ifndef SLUICE_POLICY_CONTROLLER_H_
+#define SLUICE_POLICY_CONTROLLER_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sluice/policy/plan.h"
+#include "sluice/policy/profile.h"
+#include "sluice/policy/sluice_planner.h"
+
+namespace sluice::policy {
+
+enum class DecisionKind { kInitial, kKeep, kAdjustRatio, kRecalibrate, kReplan };
+// "initial", "keep", "adjust_ratio", "recalibrate", "replan".
+const char* DecisionKindName(DecisionKind kind);
+
+struct TimelineEntry {
+  double t_s = 0;
+  DecisionKind kind = DecisionKind::kKeep;
+  std::string reason;
+  Plan plan;  // the plan in force after the decision
+};
+nlohmann::json ToJson(const TimelineEntry& entry);
+
+struct WorkerMeasurement {
+  std::string address;
+  bool connected = true;               // a disconnected worker counts as gone
+  double cpu_budget = 0;               // as it reports it; <= 0: unknown (unchanged)
+  double delivered_samples_per_s = 0;  // samples of it the merge accepted, per second
+  double link_bytes_per_s = 0;         // <= 0: not measured (unchanged)
+  bool has_storage = true;             // used when the worker is new
+  std::vector<OpCost> ops;             // fresh per-op costs measured there (may be empty)
+};
+
+struct Measurement {
+  double t_s = 0;
+  double samples_per_s = 0;                // delivered to the training loop, over the last period
+  double stall_fraction = 0;               // over the last period
+  double step_s = 0;                       // accelerator step per batch; <= 0: not measured
+  std::vector<WorkerMeasurement> workers;  // the current worker set
+  std::vector<OpCost> local_ops;           // fresh per-op costs on the trainer (may be empty)
+};
+
+struct ControllerOptions {
+  PlannerOptions planner;
+  double mismatch_tolerance = 0.10;  // |measured / predicted - 1| beyond this is a mismatch
+  double sustain_s = 10;             // ... that must last this long before recalibrating
+  double cooldown_s = 15;            // after a plan change, only world changes act
+  double switch_margin = 0.05;       // a recalibrated best must beat the current plan by this
+  double stall_high = 0.05;          // a stall above this (lasting) triggers a ratio step
+  double correction_interval_s = 5;  // at most one ratio step per interval
+  double max_ratio_step = 0.05;
+  double ratio_gain = 0.5;         // step = min(max_ratio_step, gain x stall)
+  double change_threshold = 0.20;  // relative change of a budget or the step time that
+                                   // counts as a changed world
+  double rate_drop = 0.30;         // a worker delivering under (1 - this) of its share
+  double rate_drop_confirm_s = 2;  // ... for this long
+};
+
+class Controller {
+ public:
+  explicit Controller(Profile profile, ControllerOptions options = {});
+
+  // The initial plan (PlanSluice on the profile given). Observe calls it if needed.
+  TimelineEntry Start(double t_s);
+  // One decision per measurement; measurements must come in time order.
+  TimelineEntry Observe(const Measurement& measurement);
+
+  const Plan& plan() const { return plan_; }
+  // The profile as the controller now sees it (reported budgets, fresh costs, the worker
+  // set) with its calibration applied.
+  Profile effective_profile() const;
+  // Every decision other than kKeep, in order.
+  const std::vector<TimelineEntry>& timeline() const { return timeline_; }
+
+ private:
+  TimelineEntry Record(double t, DecisionKind kind, std::string reason);
+  std::optional<std::string> AbsorbWorldChanges(const Measurement& m);
+  void AbsorbFreshCosts(const Measurement& m);
+  void Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out);
+  Evaluation PredictCurrent(const Profile& profile) const;
+  void Calibrate(const Measurement& m);
+
+  Profile profile_;  // reported values; calibration lives in the factors below
+  ControllerOptions options_;
+  Plan plan_;
+  bool started_ = false;
+  std::vector<TimelineEntry> timeline_;
+
+  double trainer_factor_ = 1;                    // effective / reported trainer CPU
+  std::map<std::string, double> worker_factor_;  // effective / reported worker capacity
+  std::vector<OpCost> fresh_local_ops_;
+  std::map<std::string, std::vector<OpCost>> fresh_worker_ops_;
+
+  double last_change_t_ = 0;
+  std::optional<double> mismatch_since_;
+  std::optional<double> stall_since_;
+  std::map<std::string, double> slow_since_;  // per worker
+  std::optional<double> last_step_t_;
+  int last_step_sign_ = 0;
+};
+
+}  // namespace sluice::policy
+
+#endif  // SLUICE_POLICY_CONTROLLER_H_

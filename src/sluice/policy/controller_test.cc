@@ -1,0 +1,295 @@
+#include "sluice/policy/controller.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/policy/policy_test_util.h"
+
+namespace sluice::policy {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::StandardProfile;
+using testing::Worker;
+
+// A measurement that matches the controller's current prediction: the total is the
+// predicted rate, split as the plan says; `stall` as given.
+Measurement OnPlan(const Controller& c, double t, double stall = 0) {
+  Measurement m;
+  m.t_s = t;
+  m.stall_fraction = stall;
+  m.step_s = c.effective_profile().consumer.step_s;
+  const Plan& plan = c.plan();
+  m.samples_per_s = plan.predicted_samples_per_s;
+  for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
+    WorkerMeasurement w;
+    w.address = plan.worker_addresses[i];
+    w.delivered_samples_per_s = plan.worker_shares[i] * m.samples_per_s;
+    m.workers.push_back(w);
+  }
+  return m;
+}
+
+// Scales what the workers deliver by `remote` and gives the rest of the total to the trainer.
+Measurement Skewed(const Controller& c, double t, double stall, double remote) {
+  Measurement m = OnPlan(c, t, stall);
+  for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= remote;
+  return m;
+}
+
+int Count(const Controller& c, DecisionKind kind) {
+  int n = 0;
+  for (const TimelineEntry& e : c.timeline()) n += e.kind == kind;
+  return n;
+}
+
+TEST(ControllerTest, StartsWithThePlannersPlan) {
+  Controller c(StandardProfile());
+  const TimelineEntry e = c.Start(0);
+  EXPECT_EQ(e.kind, DecisionKind::kInitial);
+  EXPECT_TRUE(e.plan.offload);
+  EXPECT_EQ(e.plan.cut, PlanSluice(StandardProfile()).cut);
+  EXPECT_NEAR(e.plan.ratio, PlanSluice(StandardProfile()).ratio, 1e-12);
+  ASSERT_EQ(c.timeline().size(), 1u);
+  EXPECT_THAT(c.timeline()[0].reason, HasSubstr("fixed:cut=4"));
+}
+
+TEST(ControllerTest, MeasurementsAsPredictedKeepThePlan) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  for (int t = 1; t <= 120; ++t) {
+    EXPECT_EQ(c.Observe(OnPlan(c, t)).kind, DecisionKind::kKeep) << t;
+  }
+  EXPECT_EQ(c.timeline().size(), 1u);
+}
+
+TEST(ControllerTest, ShortMismatchesDoNotRecalibrate) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  // 30% under the prediction for 8 s, on target for 1 s, again and again: never 10 s in a row.
+  for (int t = 16; t < 200; ++t) {
+    Measurement m = OnPlan(c, t);
+    if (t % 9 != 0) m.samples_per_s *= 0.7;
+    EXPECT_EQ(c.Observe(m).kind, DecisionKind::kKeep) << t;
+  }
+  EXPECT_EQ(c.timeline().size(), 1u);
+}
+
+TEST(ControllerTest, SustainedMismatchRecalibratesOnceThenSettles) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  const double predicted = c.plan().predicted_samples_per_s;
+  std::vector<DecisionKind> kinds;
+  for (int t = 16; t <= 26; ++t) {
+    Measurement m = OnPlan(c, t);
+    m.samples_per_s = 0.7 * predicted;
+    for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.7;
+    kinds.push_back(c.Observe(m).kind);
+  }
+  // Mismatch from t=16; at t=26 it has lasted 10 s.
+  EXPECT_EQ(kinds.back(), DecisionKind::kRecalibrate);
+  for (size_t i = 0; i + 1 < kinds.size(); ++i) EXPECT_EQ(kinds[i], DecisionKind::kKeep) << i;
+  const TimelineEntry& e = c.timeline().back();
+  EXPECT_THAT(e.reason, HasSubstr("predicted for 10 s"));
+  // The re-fitted model predicts the slower world: the new plan's rate is under the old
+  // prediction, and the old plan re-predicted at 70% was beaten by more than the margin.
+  EXPECT_LT(c.plan().predicted_samples_per_s, predicted);
+  EXPECT_THAT(e.reason, HasSubstr("new plan"));
+  // Afterwards the runtime delivers the new prediction: nothing more happens.
+  for (int t = 27; t < 120; ++t) EXPECT_EQ(c.Observe(OnPlan(c, t)).kind, DecisionKind::kKeep);
+  EXPECT_EQ(Count(c, DecisionKind::kRecalibrate), 1);
+}
+
+TEST(ControllerTest, RecalibratedPlanMustBeatTheCurrentByTheMargin) {
+  ControllerOptions o;
+  o.switch_margin = 10;  // nothing is that much better
+  Controller c(StandardProfile(), o);
+  c.Start(0);
+  const Plan before = c.plan();
+  for (int t = 16; t <= 26; ++t) {
+    Measurement m = OnPlan(c, t);
+    m.samples_per_s *= 0.7;
+    for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.7;
+    c.Observe(m);
+  }
+  ASSERT_EQ(c.timeline().back().kind, DecisionKind::kRecalibrate);
+  EXPECT_THAT(c.timeline().back().reason, HasSubstr("kept"));
+  EXPECT_EQ(c.plan().cut, before.cut);
+  EXPECT_EQ(c.plan().ratio, before.ratio);
+  EXPECT_LT(c.plan().predicted_samples_per_s, before.predicted_samples_per_s);
+}
+
+TEST(ControllerTest, CooldownAfterAChange) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  // A sustained 30% mismatch inside the cool-down (t < 15) is not acted on.
+  for (int t = 1; t < 15; ++t) {
+    Measurement m = OnPlan(c, t);
+    m.samples_per_s *= 0.7;
+    const TimelineEntry e = c.Observe(m);
+    EXPECT_EQ(e.kind, DecisionKind::kKeep);
+    EXPECT_THAT(e.reason, HasSubstr("settling"));
+  }
+}
+
+TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  const double r0 = c.plan().ratio;
+  std::vector<double> ratios;
+  // Workers lag (they deliver 85% of their share; the trainer takes the rest) with a 20%
+  // stall: a step down every 5 s of lasting stall, 0.05 each (min(0.05, 0.5 x 0.2)).
+  for (int t = 15; t <= 26; ++t) {
+    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 0.85));
+    if (e.kind == DecisionKind::kAdjustRatio) ratios.push_back(e.plan.ratio);
+  }
+  ASSERT_EQ(ratios.size(), 2u);
+  EXPECT_NEAR(ratios[0], r0 - 0.05, 1e-9);
+  EXPECT_NEAR(ratios[1], r0 - 0.10, 1e-9);
+  EXPECT_THAT(c.timeline().back().reason, HasSubstr("the workers lag"));
+  EXPECT_NEAR(c.plan().worker_shares[0], c.plan().ratio, 1e-12);
+  const double last_step_t = c.timeline().back().t_s;
+  // Now the trainer lags: the reverse step waits twice the interval after the last step.
+  double reverse_t = -1;
+  for (int t = static_cast<int>(last_step_t) + 1; t <= 50 && reverse_t < 0; ++t) {
+    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 1.02));
+    if (e.kind == DecisionKind::kAdjustRatio) {
+      reverse_t = t;
+      EXPECT_NEAR(e.plan.ratio, r0 - 0.05, 1e-9);
+      EXPECT_THAT(e.reason, HasSubstr("the trainer lags"));
+    } else {
+      EXPECT_EQ(e.kind, DecisionKind::kKeep) << t;
+    }
+  }
+  EXPECT_GE(reverse_t - last_step_t, 10);
+}
+
+TEST(ControllerTest, FlickeringStallMakesNoSteps) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  for (int t = 15; t < 100; ++t) {
+    const double stall = t % 2 ? 0.2 : 0.0;  // never lasts
+    EXPECT_EQ(c.Observe(Skewed(c, t, stall, 0.85)).kind, DecisionKind::kKeep) << t;
+  }
+  // Under the dead band (5%), a lasting stall makes no steps either.
+  for (int t = 100; t < 200; ++t) {
+    EXPECT_EQ(c.Observe(Skewed(c, t, 0.04, 0.85)).kind, DecisionKind::kKeep) << t;
+  }
+}
+
+TEST(ControllerTest, WorkerJoinReplansAtOnceEvenWhileCoolingDown) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  Measurement m = OnPlan(c, 3);
+  WorkerMeasurement joined;
+  joined.address = "w2:7070";
+  joined.cpu_budget = 2;
+  m.workers.push_back(joined);
+  const TimelineEntry e = c.Observe(m);
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_THAT(e.reason, HasSubstr("worker w2:7070 joined (2 CPU)"));
+  ASSERT_EQ(e.plan.worker_addresses.size(), 2u);
+  EXPECT_GT(e.plan.worker_shares[1], 0);
+  // Two equal workers: equal shares.
+  EXPECT_NEAR(e.plan.worker_shares[0], e.plan.worker_shares[1], 1e-12);
+}
+
+TEST(ControllerTest, WorkerLeavingReplans) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  Measurement m = OnPlan(c, 20);
+  m.workers[0].connected = false;
+  const TimelineEntry e = c.Observe(m);
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_THAT(e.reason, HasSubstr("worker w1:7070 left"));
+  EXPECT_FALSE(e.plan.offload);
+  EXPECT_EQ(e.plan.PolicyString(), "none");
+}
+
+TEST(ControllerTest, BudgetDropReplansSmallChangeDoesNot) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  Measurement small = OnPlan(c, 20);
+  small.workers[0].cpu_budget = 1.9;  // 5%: noise
+  EXPECT_EQ(c.Observe(small).kind, DecisionKind::kKeep);
+  const double ratio = c.plan().ratio;
+  Measurement drop = OnPlan(c, 21);
+  drop.workers[0].cpu_budget = 1.0;
+  const TimelineEntry e = c.Observe(drop);
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_THAT(e.reason, HasSubstr("CPU budget 2 -> 1"));
+  EXPECT_LT(e.plan.ratio, ratio);
+  EXPECT_LT(e.plan.predicted_samples_per_s, PlanSluice(StandardProfile()).predicted_samples_per_s);
+}
+
+TEST(ControllerTest, StepTimeChangeReplans) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  const double ratio = c.plan().ratio;
+  Measurement m = OnPlan(c, 20);
+  m.step_s = 0.080;  // the model got slower: 800 samples/s
+  const TimelineEntry e = c.Observe(m);
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_THAT(e.reason, HasSubstr("accelerator step 20.00 ms -> 80.00 ms"));
+  EXPECT_LT(e.plan.ratio, ratio);
+  EXPECT_NEAR(e.plan.predicted_samples_per_s, 800, 1e-6);
+  // 10% jitter in the step time is not a change.
+  Measurement jitter = OnPlan(c, 21);
+  jitter.step_s = 0.088;
+  EXPECT_EQ(c.Observe(jitter).kind, DecisionKind::kKeep);
+}
+
+TEST(ControllerTest, SlowWorkerLosesShare) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("a", 1.0, 1.25e9), Worker("b", 1.0, 1.25e9)};
+  Controller c(p);
+  c.Start(0);
+  ASSERT_NEAR(c.plan().worker_shares[0], c.plan().worker_shares[1], 1e-12);
+  TimelineEntry e;
+  for (int t = 15; t <= 17; ++t) {
+    Measurement m = OnPlan(c, t);
+    m.workers[0].delivered_samples_per_s *= 0.5;  // a delivers half its share
+    e = c.Observe(m);
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_EQ(e.t_s, 17);  // confirmed after 2 s
+  EXPECT_THAT(e.reason, HasSubstr("worker a delivers"));
+  EXPECT_LT(e.plan.worker_shares[0], e.plan.worker_shares[1]);
+}
+
+TEST(ControllerTest, StallWhileLocalStartsOffloading) {
+  Profile p = StandardProfile();
+  p.consumer.stall_fraction = 0;  // nothing measured yet
+  Controller c(p);
+  EXPECT_FALSE(c.Start(0).plan.offload);
+  TimelineEntry e;
+  int t = 1;
+  for (; t < 60; ++t) {
+    Measurement m = OnPlan(c, t, /*stall=*/0.3);
+    WorkerMeasurement w;
+    w.address = "w1:7070";
+    w.cpu_budget = 2.0;
+    m.workers = {w};
+    e = c.Observe(m);
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_EQ(t, 25);  // out of the cool-down at 15, then a stall lasting 10 s
+  EXPECT_TRUE(e.plan.offload);
+  EXPECT_THAT(e.reason, HasSubstr("while not offloading"));
+}
+
+TEST(ControllerTest, TimelineJson) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  const nlohmann::json j = ToJson(c.timeline()[0]);
+  EXPECT_EQ(j["kind"], "initial");
+  EXPECT_EQ(j["plan"]["cut"], 4);
+  EXPECT_FALSE(j["plan"].contains("candidates"));
+}
+
+}  // namespace
+}  // namespace sluice::policy

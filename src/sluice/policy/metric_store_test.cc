@@ -1,0 +1,165 @@
+#include "sluice/policy/metric_store.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/policy/policy_test_util.h"
+
+namespace sluice::policy {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MetricStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "/sluice-metric-store-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  MetricStore Store(double now = 1e9, double max_age_s = 3600) {
+    MetricStoreOptions o;
+    o.dir = dir_ + "/cache/sluice";  // does not exist yet: Save creates it
+    o.max_age_s = max_age_s;
+    o.now_unix_s = [now] { return now; };
+    return MetricStore(o);
+  }
+
+  std::string dir_;
+  const MetricKey key_{"0123456789abcdef", HostFingerprint("Test CPU @ 3.0GHz", 2.5)};
+};
+
+TEST_F(MetricStoreTest, RoundTrip) {
+  Costs costs = testing::StandardProfile().costs;
+  costs.codecs.push_back(testing::Zstd());
+  costs.batch_cpu_s_per_sample = 12e-6;
+  ASSERT_TRUE(Store().Save(key_, costs).ok());
+  const MetricLoadResult r = Store(1e9 + 60).Load(key_);
+  ASSERT_TRUE(r.costs.has_value()) << r.warning;
+  EXPECT_EQ(r.warning, "");
+  EXPECT_NEAR(r.age_s, 60, 1e-6);
+  EXPECT_EQ(ToJson(*r.costs), ToJson(costs));
+  // No temporary file is left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/cache/sluice")) {
+    ++files;
+    EXPECT_EQ(e.path().extension(), ".json");
+  }
+  EXPECT_EQ(files, 1);
+  // Saving again replaces the entry.
+  costs.ops[1].cpu_s_per_sample = 2e-3;
+  ASSERT_TRUE(Store().Save(key_, costs).ok());
+  EXPECT_EQ(Store().Load(key_).costs->ops[1].cpu_s_per_sample, 2e-3);
+}
+
+TEST_F(MetricStoreTest, MissIsSilent) {
+  const MetricLoadResult r = Store().Load(key_);
+  EXPECT_FALSE(r.costs.has_value());
+  EXPECT_EQ(r.warning, "");
+}
+
+TEST_F(MetricStoreTest, CorruptFileIgnoredWithWarning) {
+  MetricStore store = Store();
+  ASSERT_TRUE(store.Save(key_, testing::StandardProfile().costs).ok());
+  const std::string path = store.PathFor(key_);
+  const struct {
+    std::string contents;
+    std::string why;
+  } cases[] = {
+      {"{\"format\": \"sluice-costs/1\", \"costs\": ", "not a JSON object"},
+      {"[1, 2]", "not a JSON object"},
+      {"{\"format\": \"other\"}", "format 'other'"},
+      {"{\"format\": \"sluice-costs/1\", \"pipeline_fingerprint\": \"x\"}", "key does not match"},
+      {absl::StrCat("{\"format\": \"sluice-costs/1\", \"pipeline_fingerprint\": \"",
+                    key_.pipeline_fingerprint, "\", \"host_fingerprint\": \"",
+                    key_.host_fingerprint,
+                    "\", \"saved_at_unix_s\": 1e9, \"costs\": {\"ops\": 3}}"),
+       "costs.ops: expected an array"},
+      {absl::StrCat("{\"format\": \"sluice-costs/1\", \"pipeline_fingerprint\": \"",
+                    key_.pipeline_fingerprint, "\", \"host_fingerprint\": \"",
+                    key_.host_fingerprint,
+                    "\", \"saved_at_unix_s\": 1e9, \"costs\": {\"ops\": [{\"cpu_s_per_sample\": "
+                    "-1}]}}"),
+       "must be a finite number >= 0"},
+  };
+  for (const auto& c : cases) {
+    std::ofstream(path, std::ios::trunc) << c.contents;
+    const MetricLoadResult r = store.Load(key_);
+    EXPECT_FALSE(r.costs.has_value()) << c.contents;
+    EXPECT_THAT(r.warning, HasSubstr("ignoring " + path)) << c.contents;
+    EXPECT_THAT(r.warning, HasSubstr(c.why)) << c.contents;
+  }
+}
+
+TEST_F(MetricStoreTest, StaleEntryIgnored) {
+  ASSERT_TRUE(Store(/*now=*/1e9).Save(key_, testing::StandardProfile().costs).ok());
+  EXPECT_TRUE(Store(/*now=*/1e9 + 3599).Load(key_).costs.has_value());
+  const MetricLoadResult r = Store(/*now=*/1e9 + 2 * 86400).Load(key_);
+  EXPECT_FALSE(r.costs.has_value());
+  EXPECT_THAT(r.warning, HasSubstr("stale (saved 2.0 days ago"));
+}
+
+TEST_F(MetricStoreTest, KeyChangesWithFingerprints) {
+  MetricStore store = Store();
+  ASSERT_TRUE(store.Save(key_, testing::StandardProfile().costs).ok());
+  MetricKey other_pipeline = key_;
+  other_pipeline.pipeline_fingerprint = "fedcba9876543210";
+  EXPECT_NE(store.PathFor(other_pipeline), store.PathFor(key_));
+  EXPECT_FALSE(store.Load(other_pipeline).costs.has_value());
+  MetricKey other_budget = key_;
+  other_budget.host_fingerprint = HostFingerprint("Test CPU @ 3.0GHz", 4);
+  EXPECT_NE(other_budget.host_fingerprint, key_.host_fingerprint);
+  EXPECT_FALSE(store.Load(other_budget).costs.has_value());
+  MetricKey other_cpu = key_;
+  other_cpu.host_fingerprint = HostFingerprint("Other CPU", 2.5);
+  EXPECT_NE(other_cpu.host_fingerprint, key_.host_fingerprint);
+  EXPECT_TRUE(store.Load(key_).costs.has_value());
+}
+
+TEST_F(MetricStoreTest, BadKeyRejected) {
+  const MetricKey bad{"../../etc", "x"};
+  const Status s = Store().Save(bad, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Store().Load(bad).warning, HasSubstr("bad key"));
+}
+
+TEST_F(MetricStoreTest, UnwritableDirectoryIsAnError) {
+  const std::string file = dir_ + "/a-file";
+  std::ofstream(file) << "x";
+  MetricStoreOptions o;
+  o.dir = file + "/sub";  // a path under a regular file cannot be created
+  const Status s = MetricStore(o).Save(key_, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(), HasSubstr("cannot create"));
+}
+
+TEST(HostFingerprintTest, ParsesCpuinfoAndHashes) {
+  const std::string cpuinfo =
+      "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n"
+      "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
+  EXPECT_EQ(CpuModelFromCpuinfo(cpuinfo), "Intel(R) Xeon(R) CPU @ 2.20GHz");
+  EXPECT_EQ(CpuModelFromCpuinfo("processor: 0\n"), "");
+  const std::string h = HostFingerprint("Intel(R) Xeon(R) CPU @ 2.20GHz", 2);
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h, HostFingerprint("Intel(R) Xeon(R) CPU @ 2.20GHz", 2.001));  // same to 0.01
+  EXPECT_NE(h, HostFingerprint("Intel(R) Xeon(R) CPU @ 2.20GHz", 2.5));
+  EXPECT_EQ(ProbeHostFingerprint(1).size(), 16u);
+}
+
+TEST(DefaultDirTest, FollowsXdgThenHome) {
+  EXPECT_EQ(DefaultMetricStoreDir("/x/cache", "/home/u"), "/x/cache/sluice");
+  EXPECT_EQ(DefaultMetricStoreDir("", "/home/u"), "/home/u/.cache/sluice");
+  EXPECT_EQ(DefaultMetricStoreDir(nullptr, "/home/u"), "/home/u/.cache/sluice");
+  EXPECT_EQ(DefaultMetricStoreDir(nullptr, nullptr), ".sluice-cache");
+}
+
+}  // namespace
+}  // namespace sluice::policy

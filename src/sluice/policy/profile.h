@@ -1,0 +1,142 @@
+// Profile: a snapshot of what the profiler measured, the only input of the planners
+// (docs/policy.md). Plain values: per-op costs measured on the trainer and on each worker,
+// the consumer's demand and stall, each worker's CPUs, link and storage, the trainer's CPU
+// budget, and the CPU cost of moving bytes (receive, send, per compression codec).
+//
+// The policy module is pure and does not depend on rpc/ or runtime/: it has its own
+// spellings of the read mode, the codec and the after-batch cut, with the same meaning and
+// values as rpc::ReadMode, rpc::Compression and rpc::kCutAfterBatch (the caller converts).
+//
+// Units: seconds, bytes, samples; rates per second. A value <= 0 for a bandwidth means
+// "not measured": that constraint is left out of the model.
+//
+// Thread-safety: plain structs and pure functions; safe to copy and read from any thread.
+#ifndef SLUICE_POLICY_PROFILE_H_
+#define SLUICE_POLICY_PROFILE_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "sluice/core/status.h"
+
+namespace sluice::policy {
+
+// The cut "after batch": every op and the batching run where a sample is assigned.
+// Same value as rpc::kCutAfterBatch.
+inline constexpr int kCutAfterBatch = -1;
+
+// Same order as rpc::ReadMode.
+enum class ReadMode {
+  kRemoteRead,  // the worker reads the file itself (needs storage)
+  kLocalRead,   // the trainer runs ops[0] (read_file) and streams the bytes to the worker
+};
+// Same order as rpc::Compression.
+enum class Codec { kNone, kLz4, kZstd };
+
+// "remote_read" / "local_read"; "none" / "lz4" / "zstd" (the spellings of the CLI's JSON).
+const char* ReadModeName(ReadMode mode);
+const char* CodecName(Codec codec);
+std::optional<ReadMode> ParseReadMode(std::string_view name);
+std::optional<Codec> ParseCodec(std::string_view name);
+
+// The cost of one op, per sample it produces.
+struct OpCost {
+  std::string name;
+  int position = -1;                // index in the spec's `ops`
+  double cpu_s_per_sample = 0;      // CPU seconds (thread CPU clock)
+  double bytes_out_per_sample = 0;  // payload bytes of its output
+};
+
+// What a codec does to the bytes sent back by a worker, per raw (uncompressed) byte.
+struct CodecCost {
+  Codec codec = Codec::kNone;
+  double ratio = 1;                  // raw bytes / bytes on the wire (>= 1)
+  double worker_cpu_s_per_byte = 0;  // compressing, on the worker (at speed factor 1)
+  // Receiving on the trainer with this codec: wire decode, copies and decompression.
+  double trainer_cpu_s_per_byte = 0;
+};
+
+// The parts of a profile that depend only on the pipeline and the trainer's host: what the
+// metric store keeps between runs.
+struct Costs {
+  std::vector<OpCost> ops;             // measured on the trainer, in spec order
+  double source_bytes_per_sample = 0;  // a source element (path, label): the cut-0 message
+  double raw_bytes_per_sample = 0;     // the file size (what local_read streams up)
+  double batch_cpu_s_per_sample = 0;   // batching (stacking) on the trainer, per sample
+  // Trainer CPU per sample received from a worker that does not scale with its size
+  // (merge, accounting, message handling).
+  double recv_cpu_s_per_sample = 0;
+  double send_cpu_s_per_byte = 0;  // trainer CPU per raw byte streamed up (local_read)
+  // One entry per codec measured; kNone is receiving without compression. A codec with no
+  // entry is not considered by the planner (kNone defaults to ratio 1 and zero cost).
+  std::vector<CodecCost> codecs;
+
+  // The entry for `codec`, or nullopt (kNone always has one, defaulted).
+  std::optional<CodecCost> CostOf(Codec codec) const;
+  // Sum of ops[begin, end) CPU seconds per sample (clamped to the ops there are).
+  double CpuSeconds(int begin, int end) const;
+};
+
+// The consumer: the training loop that calls next().
+struct ConsumerProfile {
+  // Time between next() calls not spent waiting in next(): the accelerator's step per
+  // batch. 0: not measured (demand unbounded).
+  double step_s = 0;
+  int batch_size = 1;
+  double stall_fraction = 0;  // share of wall time spent waiting inside next()
+
+  // Samples per second the accelerator can consume; +infinity when step_s is 0.
+  double DemandSamplesPerS() const;
+};
+
+struct WorkerProfile {
+  std::string address;
+  double cpu_budget = 0;        // CPUs the worker may use
+  double link_bytes_per_s = 0;  // each direction; <= 0: not measured (no constraint)
+  double rtt_s = 0;
+  bool has_storage = true;         // can read the data itself (remote_read)
+  double storage_bytes_per_s = 0;  // its read bandwidth; <= 0: not limited
+  // Per-op costs measured on this worker (e.g. from a previous session's in-band metrics);
+  // an op without an entry costs the trainer's cost divided by speed_factor.
+  std::vector<OpCost> ops;
+  double speed_factor = 1;  // CPU speed relative to the trainer's (2: twice as fast)
+  // The worker's CPU seconds per sample for op `position` (measured, else scaled).
+  double OpCpuSeconds(const Costs& costs, int position) const;
+};
+
+struct Profile {
+  Costs costs;
+  ConsumerProfile consumer;
+  std::vector<WorkerProfile> workers;
+  double trainer_cpu_budget = 1;  // CPUs the trainer process may use (cgroup aware)
+
+  int num_ops() const { return static_cast<int>(costs.ops.size()); }
+  // Whether ops[0] is read_file (local_read is possible).
+  bool first_op_reads() const;
+};
+
+// Checks that numbers are finite and in range (costs >= 0, codec ratio >= 1, batch size
+// >= 1, CPU budgets > 0 for the trainer, >= 0 for workers). InvalidArgument naming the field.
+Status ValidateProfile(const Profile& profile);
+
+// JSON round trip. Field names are the struct's members; enums as their names.
+nlohmann::json ToJson(const OpCost& op);
+nlohmann::json ToJson(const CodecCost& codec);
+nlohmann::json ToJson(const Costs& costs);
+nlohmann::json ToJson(const ConsumerProfile& consumer);
+nlohmann::json ToJson(const WorkerProfile& worker);
+nlohmann::json ToJson(const Profile& profile);
+// Missing fields take their defaults; a wrong type or an unknown enum name is an
+// InvalidArgument naming the field.
+StatusOr<Costs> CostsFromJson(const nlohmann::json& json);
+StatusOr<Profile> ProfileFromJson(const nlohmann::json& json);
+// Text forms (pretty-printed JSON).
+std::string ProfileToJsonString(const Profile& profile);
+StatusOr<Profile> ParseProfileJson(std::string_view text);
+
+}  // namespace sluice::policy
+
+#endif  // SLUICE_POLICY_PROFILE_H_

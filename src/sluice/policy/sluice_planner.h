@@ -1,0 +1,40 @@
+// The sluice planner: evaluates the throughput model (model.h) for every cut x read mode x
+// codec and picks the fastest, offloading only when a stall was measured and the best plan
+// beats all-local by a margin (docs/policy.md, "Decisions").
+//
+// Pure function; thread-safe.
+#ifndef SLUICE_POLICY_SLUICE_PLANNER_H_
+#define SLUICE_POLICY_SLUICE_PLANNER_H_
+
+#include "sluice/policy/plan.h"
+#include "sluice/policy/profile.h"
+
+namespace sluice::policy {
+
+struct PlannerOptions {
+  // Offload only when the measured stall fraction is above this.
+  double stall_threshold = 0.05;
+  // ... and the best plan's predicted rate is at least (1 + min_gain) x all-local.
+  double min_gain = 0.10;
+  // false: skip the stall test (the controller re-planning while already offloading, whose
+  // stall is low because the offload works; `sluice plan` with a predicted stall).
+  bool require_stall = true;
+  // Flows aim at demand x (1 + headroom) (ModelOptions::demand_headroom).
+  double demand_headroom = 0.05;
+  // Predicted rates within this fraction of the best are ties, broken by fewer bytes on the
+  // wire, then fewer remote CPU seconds.
+  double tie_tolerance = 0.01;
+  bool allow_after_batch = true;  // false when the pipeline has no batch
+};
+
+// REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose
+// explanation says what is wrong.
+Plan PlanSluice(const Profile& profile, const PlannerOptions& options = {});
+
+// The stall the model predicts for the all-local pipeline: max(0, 1 - all-local / demand).
+// `sluice plan` (nothing measured yet) puts it in consumer.stall_fraction.
+double PredictedStallFraction(const Profile& profile);
+
+}  // namespace sluice::policy
+
+#endif  // SLUICE_POLICY_SLUICE_PLANNER_H_

@@ -1,0 +1,244 @@
+#include "sluice/policy/sluice_planner.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/policy/policy_test_util.h"
+
+namespace sluice::policy {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::StandardProfile;
+using testing::Worker;
+using testing::Zstd;
+
+PlannerOptions Exact() {
+  PlannerOptions o;
+  o.demand_headroom = 0;
+  o.tie_tolerance = 0;
+  return o;
+}
+
+double Sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+TEST(SluicePlannerTest, NoStallNoOffload) {
+  Profile p = StandardProfile();
+  p.consumer.stall_fraction = 0.01;  // under 5%, although a worker would help a lot
+  const Plan plan = PlanSluice(p, Exact());
+  EXPECT_FALSE(plan.offload);
+  EXPECT_EQ(plan.ratio, 0);
+  EXPECT_EQ(plan.PolicyString(), "none");
+  EXPECT_THAT(plan.explanation, HasSubstr("no stall measured"));
+  EXPECT_NEAR(plan.predicted_samples_per_s, 1 / 1.8e-3, 1e-6);
+  // The table is still there for `sluice plan`.
+  EXPECT_FALSE(plan.candidates.empty());
+  // Once offloading is under way the stall test is skipped.
+  PlannerOptions running = Exact();
+  running.require_stall = false;
+  EXPECT_TRUE(PlanSluice(p, running).offload);
+}
+
+TEST(SluicePlannerTest, StallButSmallGainNoOffload) {
+  Profile p = StandardProfile();
+  // A 0.1-CPU worker: at best cut 4, 555.6 + 71.4 x (1 - 0.55/1.8) = 605.2 (+8.9%).
+  p.workers = {Worker("tiny", 0.1, 1.25e9)};
+  const Plan plan = PlanSluice(p, Exact());
+  EXPECT_FALSE(plan.offload);
+  EXPECT_THAT(plan.explanation, HasSubstr("under the 10.0% needed"));
+  EXPECT_THAT(plan.explanation, HasSubstr("+8.9%"));
+  PlannerOptions eager = Exact();
+  eager.min_gain = 0.05;
+  EXPECT_TRUE(PlanSluice(p, eager).offload);
+}
+
+TEST(SluicePlannerTest, NoWorkersNoOffload) {
+  Profile p = StandardProfile();
+  p.workers.clear();
+  const Plan plan = PlanSluice(p);
+  EXPECT_FALSE(plan.offload);
+  EXPECT_THAT(plan.explanation, HasSubstr("no workers"));
+}
+
+TEST(SluicePlannerTest, InvalidProfileNoOffloadWithReason) {
+  Profile p = StandardProfile();
+  p.costs.ops[1].cpu_s_per_sample = -1;
+  const Plan plan = PlanSluice(p);
+  EXPECT_FALSE(plan.offload);
+  EXPECT_THAT(plan.explanation, HasSubstr("costs.ops[1].cpu_s_per_sample"));
+}
+
+// Trainer-CPU-bound with a 10 Gbit link: the model_test table's best row, cut 4 (before
+// normalize), X = 2 / 1.4 ms = 10000/7, x_L = (1 - 0.55 ms X) / 1.8 ms = 2500/21,
+// ratio = X / (X + x_L) = 12/13.
+TEST(SluicePlannerTest, CpuBoundTrainerFastLinkEarlyCut) {
+  const Plan plan = PlanSluice(StandardProfile(), Exact());
+  ASSERT_TRUE(plan.offload) << plan.explanation;
+  EXPECT_EQ(plan.planner, "sluice");
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_EQ(plan.read_mode, ReadMode::kRemoteRead);
+  EXPECT_EQ(plan.codec, Codec::kNone);
+  EXPECT_NEAR(plan.ratio, 12.0 / 13.0, 1e-9);
+  ASSERT_EQ(plan.worker_shares.size(), 1u);
+  EXPECT_NEAR(plan.worker_shares[0], 12.0 / 13.0, 1e-9);
+  EXPECT_NEAR(plan.predicted_samples_per_s, 32500.0 / 21.0, 1e-6);
+  EXPECT_NEAR(plan.predicted_local_samples_per_s, 1 / 1.8e-3, 1e-6);
+  EXPECT_EQ(plan.PolicyString(), "fixed:cut=4,ratio=0.9231,read=remote,compress=none");
+  EXPECT_THAT(plan.explanation, HasSubstr("cut 4 (after random_flip)"));
+  EXPECT_THAT(plan.explanation, HasSubstr("why this cut: the next best, cut 3"));
+  EXPECT_THAT(plan.explanation, HasSubstr("why this ratio: the workers take all they can"));
+  EXPECT_THAT(plan.explanation, HasSubstr("trainer side: bound by its CPU"));
+  EXPECT_THAT(plan.explanation, HasSubstr("worker w1:7070"));
+  const std::string table = FormatCandidateTable(StandardProfile(), plan);
+  EXPECT_THAT(table, HasSubstr("* 4      remote_read"));
+}
+
+TEST(SluicePlannerTest, SlowLinkPicksFewerBytes) {
+  Profile p = StandardProfile();
+  p.workers[0].link_bytes_per_s = 12.5e6;  // 100 Mbit/s
+  // Link caps: cut 2 41.7/s, cuts 3-4 83.3/s, cut 5 20.8/s. Gains over 555.6: cut 4
+  // 83.3 x (1 - 0.55/1.8) = 57.9 (+10.4%), cut 3 53.2, cut 5 13.9: cut 4, before the float
+  // expansion of normalize.
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload) << plan.explanation;
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_EQ(plan.codec, Codec::kNone);
+  EXPECT_NEAR(plan.predicted_samples_per_s, 1 / 1.8e-3 + 12.5e6 / 150e3 * (1 - 0.55 / 1.8), 1e-6);
+  EXPECT_THAT(plan.explanation, HasSubstr("set by its link"));
+}
+
+TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
+  Profile p = StandardProfile();
+  p.workers[0].link_bytes_per_s = 12.5e6;
+  p.costs.codecs.push_back(Zstd());
+  // zstd at cut 4: 75 KB on the wire (166.7/s), the worker adds 0.3 ms (cap 1176/s), the
+  // trainer receives at 1.5 ns/B: a_o = 0.625 ms. 555.6 + 166.7 x (1 - 0.625/1.8) = 664.4.
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_EQ(plan.codec, Codec::kZstd);
+  EXPECT_NEAR(plan.predicted_samples_per_s, 1 / 1.8e-3 + 12.5e6 / 75e3 * (1 - 0.625 / 1.8), 1e-6);
+  // On the fast link compression only costs CPU: not chosen.
+  Profile fast = StandardProfile();
+  fast.costs.codecs.push_back(Zstd());
+  EXPECT_EQ(PlanSluice(fast, Exact()).codec, Codec::kNone);
+}
+
+TEST(SluicePlannerTest, UnequalWorkersGetSharesProportionalToCapacity) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("small", 1.0, 1.25e9), Worker("big", 3.0, 1.25e9)};
+  // Cut 4: the trainer can receive 1 / 0.55 ms = 1818 < 4 / 1.4 ms = 2857: all offloaded,
+  // split 1:3.
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_NEAR(plan.ratio, 1.0, 1e-9);
+  ASSERT_EQ(plan.worker_shares.size(), 2u);
+  EXPECT_NEAR(plan.worker_shares[0], 0.25, 1e-9);
+  EXPECT_NEAR(plan.worker_shares[1], 0.75, 1e-9);
+  EXPECT_EQ(plan.worker_addresses[1], "big");
+  // A big worker behind a slow link gets less than a small one on a fast link.
+  p.workers[1].link_bytes_per_s = 12.5e6;  // 83.3/s at cut 4
+  const Plan slow = PlanSluice(p, Exact());
+  ASSERT_TRUE(slow.offload);
+  EXPECT_GT(slow.worker_shares[0], slow.worker_shares[1]);
+  EXPECT_NEAR(Sum(slow.worker_shares), slow.ratio, 1e-12);
+}
+
+TEST(SluicePlannerTest, WorkerWithoutStorageGetsLocalRead) {
+  Profile p = StandardProfile();
+  p.workers[0].has_storage = false;
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload) << plan.explanation;
+  EXPECT_EQ(plan.read_mode, ReadMode::kLocalRead);
+  EXPECT_GE(plan.cut, 2);
+  EXPECT_THAT(plan.PolicyString(), HasSubstr("read=local"));
+  // Every remote_read candidate leaves that worker idle.
+  for (const Evaluation& e : plan.candidates) {
+    if (e.candidate.read_mode == ReadMode::kRemoteRead && e.candidate.cut != 0) {
+      EXPECT_EQ(e.offloaded_samples_per_s, 0);
+    }
+  }
+  // A pipeline that does not start with read_file cannot stream files: no offload.
+  p.costs.ops[0].name = "decode_png";
+  EXPECT_FALSE(PlanSluice(p, Exact()).offload);
+}
+
+TEST(SluicePlannerTest, MixedStorageOnlyStorageWorkersInRemoteRead) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("disk", 2.0, 1.25e9), Worker("diskless", 2.0, 1.25e9)};
+  p.workers[1].has_storage = false;
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload);
+  if (plan.read_mode == ReadMode::kRemoteRead) {
+    EXPECT_EQ(plan.worker_shares[1], 0);
+  } else {
+    EXPECT_GT(plan.worker_shares[1], 0);
+  }
+}
+
+TEST(SluicePlannerTest, AcceleratorBoundRatioCappedByDemand) {
+  Profile p = StandardProfile();
+  p.consumer.step_s = 0.080;  // 800 samples/s; all-local 555.6: stall
+  // Every cut from 2 on reaches 800; the smallest offload at each: cut 4 352/s (52.8 MB/s),
+  // cut 3 382.6/s (57.4 MB/s), cut 5 366.7/s (220 MB/s): the tie goes to cut 4's fewer bytes.
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_NEAR(plan.predicted_samples_per_s, 800, 1e-6);
+  EXPECT_NEAR(plan.ratio, 0.44, 1e-9);
+  EXPECT_THAT(plan.explanation, HasSubstr("smallest offload that meets demand"));
+  EXPECT_THAT(plan.explanation, HasSubstr("ties at 800"));
+  // With 5% headroom the flows aim at 840: ratio (840 - 555.6) / 0.6944 / 840.
+  const Plan headroom = PlanSluice(p);
+  EXPECT_NEAR(headroom.ratio, (840 - 1 / 1.8e-3) / (1 - 0.55 / 1.8) / 840, 1e-6);
+  EXPECT_NEAR(headroom.predicted_samples_per_s, 800, 1e-6);
+}
+
+TEST(SluicePlannerTest, PredictedStall) {
+  Profile p = StandardProfile();
+  EXPECT_NEAR(PredictedStallFraction(p), 1 - (1 / 1.8e-3) / 3200, 1e-9);
+  p.consumer.step_s = 0.5;  // 128 samples/s: no stall
+  EXPECT_EQ(PredictedStallFraction(p), 0);
+  p.consumer.step_s = 0;  // not measured
+  EXPECT_EQ(PredictedStallFraction(p), 0);
+}
+
+TEST(SluicePlannerTest, PlanJson) {
+  const Plan plan = PlanSluice(StandardProfile(), Exact());
+  const nlohmann::json j = ToJson(plan);
+  EXPECT_EQ(j["cut"], 4);
+  EXPECT_EQ(j["read_mode"], "remote_read");
+  EXPECT_EQ(j["compression"], "none");
+  EXPECT_EQ(j["workers"][0]["address"], "w1:7070");
+  EXPECT_NEAR(j["ratio"].get<double>(), 12.0 / 13.0, 1e-9);
+  EXPECT_EQ(j["candidates"].size(), plan.candidates.size());
+  Plan batch = plan;
+  batch.cut = kCutAfterBatch;
+  EXPECT_EQ(ToJson(batch)["cut"], "batch");
+}
+
+TEST(SluicePlannerTest, FixedAndNonePlans) {
+  const Profile p = StandardProfile();
+  const Plan fixed = PlanFixed(p, Candidate{4}, 0.5);
+  EXPECT_TRUE(fixed.offload);
+  EXPECT_EQ(fixed.planner, "fixed");
+  EXPECT_NEAR(fixed.predicted_samples_per_s, 1 / 1.175e-3, 1e-6);
+  EXPECT_EQ(fixed.PolicyString(), "fixed:cut=4,ratio=0.5,read=remote,compress=none");
+  const Plan full = PlanFixed(p, Candidate{kCutAfterBatch}, 1.0);
+  EXPECT_EQ(full.PolicyString(), "fixed:cut=batch,ratio=1,read=remote,compress=none");
+  const Plan bad = PlanFixed(p, Candidate{0, ReadMode::kLocalRead}, 0.5);
+  EXPECT_FALSE(bad.offload);
+  EXPECT_THAT(bad.explanation, HasSubstr("cannot run"));
+  const Plan none = PlanNone(p, "asked for none");
+  EXPECT_EQ(none.PolicyString(), "none");
+  EXPECT_EQ(none.worker_shares, std::vector<double>{0});
+}
+
+}  // namespace
+}  // namespace sluice::policy
