@@ -22,6 +22,8 @@ PACKAGES=(
   # python side: baselines (PyTorch DataLoader) and plots
   python3 python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-matplotlib python3-yaml python3-scipy
+  # the Python package (sluice._core) and its offline install (pip install ./python)
+  pybind11-dev python3-dev python3-setuptools python3-wheel python3-pip
 )
 
 missing=()

@@ -263,6 +263,8 @@ int TrainCommand(const std::vector<std::string>& args) {
       workers.push_back({{"address", w.address},
                          {"samples", w.samples},
                          {"bytes_received", w.bytes_received},
+                         {"read_cpu_ns", w.read_cpu_ns},
+                         {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
                          {"failures", w.failures}});
     }

@@ -287,6 +287,28 @@ int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take) {
   return take < 0 ? n : std::min(n, take);
 }
 
+bool SourceProgress::Consumed(SampleId id) const {
+  if (id.epoch < first_epoch) return true;
+  auto it = consumed.find(id.epoch);
+  return it != consumed.end() && id.index < it->second.size() && it->second[id.index];
+}
+
+std::string SourceProgress::BitsToBytes(const std::vector<bool>& bits) {
+  std::string out((bits.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < bits.size(); ++i) {
+    if (bits[i]) out[i / 8] = static_cast<char>(static_cast<uint8_t>(out[i / 8]) | (1u << (i % 8)));
+  }
+  return out;
+}
+
+std::vector<bool> SourceProgress::BitsFromBytes(std::string_view bytes) {
+  std::vector<bool> bits(bytes.size() * 8, false);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    bits[i] = (static_cast<uint8_t>(bytes[i / 8]) >> (i % 8)) & 1u;
+  }
+  return bits;
+}
+
 SourceIterator::SourceIterator(std::shared_ptr<const SourceFiles> files, SourceOptions options)
     : files_(std::move(files)),
       options_(options),
@@ -296,29 +318,35 @@ SourceIterator::SourceIterator(std::shared_ptr<const SourceFiles> files, SourceO
     options_.with_label = false;  // programmer error guard: no labels were resolved
     schema_ = SourceSchema(LabelMode::kNone);
   }
+  if (options_.resume != nullptr) epoch_ = options_.resume->first_epoch;
 }
 
 Status SourceIterator::GetNext(Element* out, bool* end_of_stream) {
   if (cancelled_.load(std::memory_order_relaxed)) {
     return absl::CancelledError("pipeline cancelled");
   }
-  if (per_epoch_ > 0 && position_ >= per_epoch_) {
-    ++epoch_;
-    position_ = 0;
-    order_ready_ = false;
+  const SourceProgress* resume = options_.resume.get();
+  uint64_t index = 0;
+  for (;;) {
+    if (per_epoch_ > 0 && position_ >= per_epoch_) {
+      ++epoch_;
+      position_ = 0;
+      order_ready_ = false;
+    }
+    bool finished = per_epoch_ == 0 ||
+                    (options_.epochs >= 0 && static_cast<int64_t>(epoch_) >= options_.epochs);
+    if (finished) {
+      *end_of_stream = true;
+      return absl::OkStatus();
+    }
+    if (options_.shuffle && !order_ready_) {
+      order_ = EpochOrder(per_epoch_, true, options_.seed, epoch_);
+      order_ready_ = true;
+    }
+    index = options_.shuffle ? order_[position_] : position_;
+    ++position_;
+    if (resume == nullptr || !resume->Consumed(SampleId{epoch_, index})) break;
   }
-  bool finished =
-      per_epoch_ == 0 || (options_.epochs >= 0 && static_cast<int64_t>(epoch_) >= options_.epochs);
-  if (finished) {
-    *end_of_stream = true;
-    return absl::OkStatus();
-  }
-  if (options_.shuffle && !order_ready_) {
-    order_ = EpochOrder(per_epoch_, true, options_.seed, epoch_);
-    order_ready_ = true;
-  }
-  uint64_t index = options_.shuffle ? order_[position_] : position_;
-  ++position_;
   *out = MakeSourceElement(*files_, options_.with_label, epoch_, index);
   *end_of_stream = false;
   if (options_.produced != nullptr) options_.produced->fetch_add(1, std::memory_order_relaxed);

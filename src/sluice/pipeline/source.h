@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,6 +74,21 @@ std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, ui
 Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
                           uint64_t index);
 
+// What the consumer of a run has received so far, to resume it mid-epoch (a checkpoint,
+// docs/checkpoint.md): every sample of the epochs before `first_epoch`, and in each epoch of
+// `consumed` the samples whose bit is set (bit i: source index i). A resumed run visits
+// exactly the samples not received, with the same SampleIds, hence the same augmentations.
+struct SourceProgress {
+  uint32_t first_epoch = 0;
+  std::map<uint32_t, std::vector<bool>> consumed;
+
+  bool Consumed(SampleId id) const;
+  bool empty() const { return first_epoch == 0 && consumed.empty(); }
+  // Bit i is bit (i % 8) of byte i / 8 (least significant first); trailing bits are zero.
+  static std::string BitsToBytes(const std::vector<bool>& bits);
+  static std::vector<bool> BitsFromBytes(std::string_view bytes);
+};
+
 struct SourceOptions {
   bool shuffle = false;
   uint64_t seed = 0;
@@ -81,6 +97,9 @@ struct SourceOptions {
   bool with_label = false;
   // Incremented for every element produced (may be null).
   std::atomic<int64_t>* produced = nullptr;
+  // Resume: start at resume->first_epoch and leave out the samples already consumed (may be
+  // null). `epochs` still counts from epoch 0.
+  std::shared_ptr<const SourceProgress> resume;
 };
 
 // Files visited per epoch: min(take, files) (or all files when take < 0).

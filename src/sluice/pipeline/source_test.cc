@@ -308,3 +308,59 @@ TEST(SourceIteratorTest, CancelMakesGetNextReturnCancelled) {
 
 }  // namespace
 }  // namespace sluice::pipeline
+
+namespace sluice::pipeline {
+namespace {
+
+using testing_util::FakeFiles;
+
+TEST(SourceProgressTest, BitsRoundTripLeastSignificantFirst) {
+  std::vector<bool> bits(11, false);
+  bits[0] = bits[3] = bits[8] = bits[10] = true;
+  const std::string bytes = SourceProgress::BitsToBytes(bits);
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 0b00001001);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[1]), 0b00000101);
+  std::vector<bool> back = SourceProgress::BitsFromBytes(bytes);
+  ASSERT_EQ(back.size(), 16u);
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_EQ(back[i], i < bits.size() && bits[i]) << i;
+  SourceProgress p;
+  p.first_epoch = 2;
+  p.consumed[2] = bits;
+  EXPECT_TRUE(p.Consumed(SampleId{1, 5}));
+  EXPECT_TRUE(p.Consumed(SampleId{2, 3}));
+  EXPECT_FALSE(p.Consumed(SampleId{2, 4}));
+  EXPECT_FALSE(p.Consumed(SampleId{2, 40}));
+  EXPECT_FALSE(p.Consumed(SampleId{3, 0}));
+}
+
+TEST(SourceIteratorTest, ResumeSkipsConsumedSamplesAndFinishedEpochs) {
+  SourceOptions full;
+  full.epochs = 4;
+  full.shuffle = true;
+  full.seed = 5;
+  SourceIterator reference(FakeFiles(10, false), full);
+  std::vector<Element> all = testing_util::Drain(reference);
+  ASSERT_EQ(all.size(), 40u);
+
+  auto progress = std::make_shared<SourceProgress>();
+  progress->first_epoch = 1;
+  progress->consumed[1] = std::vector<bool>(10, false);
+  progress->consumed[1][2] = progress->consumed[1][7] = true;
+  progress->consumed[2] = std::vector<bool>(10, false);
+  progress->consumed[2][0] = true;
+  SourceOptions resumed = full;
+  resumed.resume = progress;
+  SourceIterator it(FakeFiles(10, false), resumed);
+  std::vector<Element> rest = testing_util::Drain(it);
+  std::vector<SampleId> expected;
+  for (const Element& e : all) {
+    if (!progress->Consumed(e.id)) expected.push_back(e.id);
+  }
+  ASSERT_EQ(expected.size(), 27u);  // epochs 1 (8 left), 2 (9 left) and 3 (10)
+  ASSERT_EQ(rest.size(), expected.size());
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i].id, expected[i]) << i;
+}
+
+}  // namespace
+}  // namespace sluice::pipeline

@@ -37,22 +37,47 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, std::vector<ConsumerConfig> consumers)
-    : options_(options) {
+    : options_(std::move(options)),
+      base_epoch_(options_.resume != nullptr ? options_.resume->first_epoch : 0) {
+  std::lock_guard<std::mutex> lock(mu_);
   for (ConsumerConfig& c : consumers) {
     Consumer consumer;
     consumer.config = std::move(c);
     consumers_.push_back(std::move(consumer));
   }
+  epochs_started_ = base_epoch_;
+  const uint64_t n = options_.samples_per_epoch;
+  if (options_.resume == nullptr || n == 0) return;
+  // Reserve the consumed samples of the partly consumed epochs; every epoch up to the last
+  // of them starts now, in order.
+  const pipeline::SourceProgress& progress = *options_.resume;
+  for (auto it = progress.consumed.begin(); it != progress.consumed.end(); ++it) {
+    const uint32_t last = it->first;
+    if (last < base_epoch_) continue;
+    if (options_.epochs >= 0 && static_cast<int64_t>(last) >= options_.epochs) break;
+    for (uint32_t epoch = epochs_started_; epoch <= last; ++epoch) EpochLocked(epoch);
+    EpochState& e = epochs_.at(last);
+    const std::vector<bool>& bits = it->second;
+    for (uint64_t pos = 0; pos < n; ++pos) {
+      const uint64_t index = e.order[pos];
+      if (index < bits.size() && bits[index]) {
+        e.state[pos] = State::kReserved;
+        reserved_.push_back(SampleId{last, index});
+      }
+    }
+  }
 }
 
 uint64_t Coordinator::TotalSeqs() const {
   if (options_.epochs < 0) return std::numeric_limits<uint64_t>::max();
-  return options_.samples_per_epoch * static_cast<uint64_t>(options_.epochs);
+  if (options_.epochs <= static_cast<int64_t>(base_epoch_)) return 0;
+  return options_.samples_per_epoch * static_cast<uint64_t>(options_.epochs - base_epoch_);
 }
 
 bool Coordinator::DoneLocked() const {
   if (options_.samples_per_epoch == 0) return true;
-  return options_.epochs >= 0 && epochs_completed_ >= options_.epochs;
+  return options_.epochs >= 0 &&
+         epochs_completed_ >= options_.epochs - static_cast<int64_t>(base_epoch_);
 }
 
 Coordinator::EpochState* Coordinator::EpochLocked(uint32_t epoch) {
@@ -73,18 +98,22 @@ Coordinator::EpochState* Coordinator::EpochLocked(uint32_t epoch) {
 std::optional<uint64_t> Coordinator::SeqLocked(SampleId id) const {
   auto it = epochs_.find(id.epoch);
   if (it == epochs_.end() || id.index >= it->second.inverse.size()) return std::nullopt;
-  return static_cast<uint64_t>(id.epoch) * options_.samples_per_epoch +
-         it->second.inverse[id.index];
+  return FirstSeqOf(id.epoch) + it->second.inverse[id.index];
 }
 
 Coordinator::State& Coordinator::StateLocked(uint64_t seq) {
   const uint64_t n = options_.samples_per_epoch;
-  return epochs_.at(static_cast<uint32_t>(seq / n)).state[seq % n];
+  return epochs_.at(EpochOfSeq(seq)).state[seq % n];
 }
 
 std::optional<uint64_t> Coordinator::SeqOf(SampleId id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return SeqLocked(id);
+}
+
+std::vector<SampleId> Coordinator::ReservedSamples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reserved_;
 }
 
 bool Coordinator::EligibleLocked(int consumer, uint64_t size) const {
@@ -122,14 +151,26 @@ std::vector<uint64_t> Coordinator::PeekLocked() {
     requeued_.pop_front();
   }
   const uint64_t n = options_.samples_per_epoch;
-  if (n == 0 || next_fresh_ >= TotalSeqs()) return {};
+  const uint64_t total = TotalSeqs();
+  if (n == 0 || next_fresh_ >= total) return {};
   if (options_.window > 0 && next_fresh_ >= oldest_unresolved_ + options_.window) return {};
-  EpochLocked(static_cast<uint32_t>(next_fresh_ / n));  // a fresh run may start an epoch
-  const uint64_t epoch_end = (next_fresh_ / n + 1) * n;
-  const uint64_t end = std::min(epoch_end, next_fresh_ + options_.split_size);
+  // The next `split_size` pending samples of the epoch (reserved ones are passed over);
+  // a run never crosses an epoch boundary.
   std::vector<uint64_t> seqs;
-  seqs.reserve(end - next_fresh_);
-  for (uint64_t s = next_fresh_; s < end; ++s) seqs.push_back(s);
+  uint64_t s = next_fresh_;
+  while (seqs.empty() && s < total) {
+    const uint64_t epoch_end = (s / n + 1) * n;
+    EpochState* e = EpochLocked(EpochOfSeq(s));  // a fresh run may start an epoch
+    if (e == nullptr) {  // already finished (everything left in it was reserved)
+      s = epoch_end;
+      continue;
+    }
+    for (; s < epoch_end && seqs.size() < options_.split_size; ++s) {
+      if (e->state[s % n] == State::kPending) seqs.push_back(s);
+    }
+  }
+  fresh_end_ = s;
+  if (seqs.empty()) next_fresh_ = s;  // nothing left to hand out
   return seqs;
 }
 
@@ -138,9 +179,7 @@ void Coordinator::TakeLocked() {
     requeued_.pop_front();
     return;
   }
-  const uint64_t n = options_.samples_per_epoch;
-  const uint64_t epoch_end = (next_fresh_ / n + 1) * n;
-  next_fresh_ = std::min(epoch_end, next_fresh_ + options_.split_size);
+  next_fresh_ = fresh_end_;
 }
 
 Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* out) {
@@ -161,7 +200,7 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   TakeLocked();
   const uint64_t n = options_.samples_per_epoch;
   const uint64_t split_id = next_split_id_++;
-  const uint32_t epoch = static_cast<uint32_t>(seqs.front() / n);
+  const uint32_t epoch = EpochOfSeq(seqs.front());
   EpochState* e = EpochLocked(epoch);
   out->split_id = split_id;
   out->epoch = epoch;
@@ -211,6 +250,9 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
     ++duplicates_;
     return std::nullopt;
   }
+  // A reserved sample was consumed before the resume: only MarkSkipped resolves it.
+  if (state == State::kReserved && to != State::kSkipped) return std::nullopt;
+  const bool reserved = state == State::kReserved;
   // Pending: either never handed out (not ours to accept) or re-queued after a failure
   // (a late delivery from the failed consumer, accepted).
   if (state == State::kPending && *seq >= next_fresh_) return std::nullopt;
@@ -226,13 +268,15 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
     }
   }
   state = to;
-  if (to == State::kDelivered) {
+  if (reserved) {
+    ++resumed_;
+  } else if (to == State::kDelivered) {
     ++delivered_;
   } else {
     ++skipped_;
   }
   const uint64_t n = options_.samples_per_epoch;
-  const uint32_t epoch = static_cast<uint32_t>(*seq / n);
+  const uint32_t epoch = EpochOfSeq(*seq);
   EpochState& e = epochs_.at(epoch);
   if (++e.resolved == n) {
     epochs_.erase(epoch);
@@ -240,10 +284,10 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
   }
   // Advance the oldest unresolved sample (finished epochs are skipped whole).
   while (oldest_unresolved_ < next_fresh_) {
-    const uint32_t oe = static_cast<uint32_t>(oldest_unresolved_ / n);
+    const uint32_t oe = EpochOfSeq(oldest_unresolved_);
     auto it = epochs_.find(oe);
     if (it == epochs_.end()) {
-      oldest_unresolved_ = (static_cast<uint64_t>(oe) + 1) * n;
+      oldest_unresolved_ = FirstSeqOf(oe + 1);
       continue;
     }
     const State s = it->second.state[oldest_unresolved_ % n];
@@ -352,6 +396,7 @@ CoordinatorStats Coordinator::Stats() const {
   s.duplicates = duplicates_;
   s.requeued_samples = requeued_samples_;
   s.epochs_completed = epochs_completed_;
+  s.resumed = resumed_;
   s.done = DoneLocked();
   return s;
 }

@@ -18,6 +18,13 @@
 // its samples was delivered or skipped; the run ends when the last epoch ends (never with
 // epochs = -1).
 //
+// Resume (CoordinatorOptions::resume, docs/checkpoint.md): the run starts at
+// resume->first_epoch, and the samples the progress marks consumed are never handed out.
+// They are *reserved*: each must be resolved once with MarkSkipped() before the run can end
+// (the Loader does that through the merge, so that an in-order merge counts them as
+// released). Sequence numbers then count from the first resumed epoch: the first sample of
+// epoch first_epoch has sequence number 0.
+//
 // With `window` > 0 a fresh split is handed out only while its first sequence number is
 // less than `window` past the oldest unresolved sample, which bounds what an in-order merge
 // has to hold back.
@@ -41,6 +48,7 @@
 #include "absl/base/thread_annotations.h"
 #include "sluice/core/element.h"
 #include "sluice/core/status.h"
+#include "sluice/pipeline/source.h"
 
 namespace sluice::runtime {
 
@@ -51,6 +59,9 @@ struct CoordinatorOptions {
   int64_t epochs = 1;        // >= 1, or -1 for forever
   uint64_t split_size = 32;  // >= 1
   uint64_t window = 0;       // 0: unbounded (see above)
+  // Samples a previous run already delivered (may be null; see above). `epochs` still
+  // counts from epoch 0.
+  std::shared_ptr<const pipeline::SourceProgress> resume;
 };
 
 struct ConsumerConfig {
@@ -82,7 +93,8 @@ struct CoordinatorStats {
   int64_t skipped = 0;
   int64_t duplicates = 0;        // MarkDelivered/MarkSkipped calls for resolved samples
   int64_t requeued_samples = 0;  // put back by ConsumerFailed or ReleaseSplit
-  int64_t epochs_completed = 0;
+  int64_t epochs_completed = 0;  // since the start (or the resumed epoch)
+  int64_t resumed = 0;           // reserved samples resolved (consumed before a resume)
   bool done = false;
 };
 
@@ -104,7 +116,8 @@ class Coordinator {
   // Records that `id` reached the merge. Returns its sequence number the first time; nullopt
   // for a sample already delivered or skipped (a late duplicate) or one never handed out.
   std::optional<uint64_t> MarkDelivered(SampleId id);
-  // Records that `id` was dropped (on_error: skip). Same return as MarkDelivered.
+  // Records that `id` was dropped (on_error: skip), or resolves a sample reserved by the
+  // resume progress. Same return as MarkDelivered.
   std::optional<uint64_t> MarkSkipped(SampleId id);
 
   // Takes `consumer` out of service (inactive) and re-queues the unresolved samples of its
@@ -118,6 +131,9 @@ class Coordinator {
 
   // The sequence number of `id`, if its epoch is still being tracked (not finished).
   std::optional<uint64_t> SeqOf(SampleId id) const;
+  // The samples reserved by the resume progress (consumed before), in epoch order; each
+  // still needs its MarkSkipped().
+  std::vector<SampleId> ReservedSamples() const;
 
   void Cancel();
   bool done() const;
@@ -129,7 +145,8 @@ class Coordinator {
   int num_consumers() const { return static_cast<int>(consumers_.size()); }
 
  private:
-  enum class State : uint8_t { kPending, kAssigned, kDelivered, kSkipped };
+  // kReserved: consumed before a resume; never handed out, resolved by MarkSkipped.
+  enum class State : uint8_t { kPending, kAssigned, kDelivered, kSkipped, kReserved };
   struct EpochState {
     std::vector<uint64_t> order;    // position -> source index
     std::vector<uint64_t> inverse;  // source index -> position
@@ -166,8 +183,15 @@ class Coordinator {
   int64_t RequeueLocked(OpenSplit& split) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t TotalSeqs() const;  // UINT64_MAX when endless
+  uint32_t EpochOfSeq(uint64_t seq) const {
+    return base_epoch_ + static_cast<uint32_t>(seq / options_.samples_per_epoch);
+  }
+  uint64_t FirstSeqOf(uint32_t epoch) const {
+    return static_cast<uint64_t>(epoch - base_epoch_) * options_.samples_per_epoch;
+  }
 
   const CoordinatorOptions options_;
+  const uint32_t base_epoch_;  // the first epoch of this run (resume->first_epoch, or 0)
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -176,6 +200,7 @@ class Coordinator {
   uint32_t epochs_started_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t epochs_completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_fresh_ ABSL_GUARDED_BY(mu_) = 0;  // first sequence number never handed out
+  uint64_t fresh_end_ ABSL_GUARDED_BY(mu_) = 0;   // where the run PeekLocked found ends
   uint64_t oldest_unresolved_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::vector<uint64_t>> requeued_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, OpenSplit> open_ ABSL_GUARDED_BY(mu_);
@@ -186,6 +211,8 @@ class Coordinator {
   int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t requeued_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t resumed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<SampleId> reserved_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 

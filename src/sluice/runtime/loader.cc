@@ -18,7 +18,6 @@
 #include "sluice/pipeline/batch.h"
 #include "sluice/pipeline/build.h"
 #include "sluice/pipeline/iterators.h"
-#include "sluice/pipeline/local_executor.h"
 #include "sluice/pipeline/map.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/runtime/coordinator.h"
@@ -46,6 +45,72 @@ namespace {
 constexpr uint64_t kDefaultSplitSize = 32;
 constexpr size_t kMaxWarnings = 100;
 constexpr double kReconnectTimeoutS = 1.0;
+
+// Which samples the consumer has received (or will never receive: skipped, dropped), by
+// epoch, for Loader::Progress(). Thread-safe.
+class ProgressTracker {
+ public:
+  void Init(uint64_t per_epoch, int64_t epochs, const pipeline::SourceProgress* resume) {
+    std::lock_guard<std::mutex> lock(mu_);
+    n_ = per_epoch;
+    epochs_ = epochs;
+    if (resume == nullptr) return;
+    first_epoch_ = resume->first_epoch;
+    for (const auto& [epoch, bits] : resume->consumed) {
+      if (epoch < first_epoch_) continue;
+      for (uint64_t i = 0; i < bits.size() && i < n_; ++i) {
+        if (bits[i]) MarkLocked(SampleId{epoch, i});
+      }
+    }
+  }
+
+  void Mark(SampleId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    MarkLocked(id);
+  }
+
+  // The end of the stream: every epoch of the run is done.
+  void Finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epochs_ < 0) return;
+    first_epoch_ = std::max<uint32_t>(first_epoch_, static_cast<uint32_t>(epochs_));
+    partial_.clear();
+  }
+
+  pipeline::SourceProgress Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    pipeline::SourceProgress p;
+    p.first_epoch = first_epoch_;
+    for (const auto& [epoch, e] : partial_) p.consumed[epoch] = e.bits;
+    return p;
+  }
+
+ private:
+  struct EpochBits {
+    std::vector<bool> bits;
+    uint64_t count = 0;
+  };
+
+  void MarkLocked(SampleId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (id.epoch < first_epoch_ || id.index >= n_) return;
+    EpochBits& e = partial_[id.epoch];
+    if (e.bits.empty()) e.bits.assign(n_, false);
+    if (e.bits[id.index]) return;
+    e.bits[id.index] = true;
+    ++e.count;
+    for (auto it = partial_.find(first_epoch_); it != partial_.end() && it->second.count == n_;
+         it = partial_.find(first_epoch_)) {
+      partial_.erase(it);
+      ++first_epoch_;
+    }
+  }
+
+  mutable std::mutex mu_;
+  uint64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t epochs_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t first_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, EpochBits> partial_ ABSL_GUARDED_BY(mu_);
+};
 
 // An op that reports each element it fails on before returning the error, so the loader
 // learns which samples a ParallelMap drops under on_error: skip.
@@ -78,8 +143,12 @@ class ReportingOp final : public ops::Op {
 // worker batches a split. Thread-safe.
 class SplitBatcher {
  public:
-  SplitBatcher(Merge* merge, Schema input, pipeline::BatchOptions options)
-      : merge_(merge), input_(std::move(input)), options_(std::move(options)) {}
+  SplitBatcher(Merge* merge, std::function<void(SampleId)> skip, Schema input,
+               pipeline::BatchOptions options)
+      : merge_(merge),
+        skip_(std::move(skip)),
+        input_(std::move(input)),
+        options_(std::move(options)) {}
 
   void Begin(const SplitAssignment& split) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,8 +207,8 @@ class SplitBatcher {
         splits_.erase(split_id);
       }
     }
-    if (skipped) merge_->Skip(id);
-    for (const SampleId& d : dropped) merge_->Skip(d);
+    if (skipped) skip_(id);
+    for (const SampleId& d : dropped) skip_(d);
     for (std::vector<Element>& members : batches) {
       StatusOr<Element> batch = pipeline::StackBatch(std::move(members), input_, options_);
       if (!batch.ok()) {
@@ -151,6 +220,7 @@ class SplitBatcher {
   }
 
   Merge* const merge_;
+  const std::function<void(SampleId)> skip_;
   const Schema input_;
   const pipeline::BatchOptions options_;
   std::mutex mu_;
@@ -257,6 +327,11 @@ struct Loader::Impl {
   ~Impl();
   void Warn(const std::string& message);
   void CancelAll();
+  // A sample that will never reach the consumer (on_error: skip, drop_remainder).
+  void SkipSample(SampleId id) {
+    progress.Mark(id);
+    if (merge != nullptr) merge->Skip(id);
+  }
 
   pipeline::PipelineSpec spec;
   LoaderOptions options;
@@ -264,8 +339,11 @@ struct Loader::Impl {
   bool after_batch = false;
   int prefix_end = 0;  // ops [0, prefix_end) run where the sample is assigned
 
-  // Local only.
-  std::unique_ptr<pipeline::LocalExecutor> local;
+  ProgressTracker progress;
+
+  // Local only: the whole pipeline in this process, as pipeline::LocalExecutor runs it.
+  bool local = false;
+  std::vector<std::unique_ptr<ops::Op>> local_ops;  // outlives `root`, whose map uses them
 
   // Offloaded.
   std::shared_ptr<const pipeline::SourceFiles> files;
@@ -358,6 +436,8 @@ class RemoteLink {
     r.share = share_;
     r.samples = samples;
     r.bytes_received = bytes_received_;
+    r.read_cpu_ns = past_read_cpu_ns_ + (stream_ ? stream_->read_cpu_ns() : 0);
+    r.decode_cpu_ns = past_decode_cpu_ns_ + (stream_ ? stream_->decode_cpu_ns() : 0);
     r.connected = connected_;
     r.connects = connects_;
     r.failures = failures_;
@@ -445,6 +525,8 @@ class RemoteLink {
       feeder.join();
       {
         std::lock_guard<std::mutex> lock(mu_);
+        past_read_cpu_ns_ += stream->read_cpu_ns();
+        past_decode_cpu_ns_ += stream->decode_cpu_ns();
         stream_.reset();
         connected_ = false;
       }
@@ -491,7 +573,7 @@ class RemoteLink {
           if (!read.ok()) {
             if (loader_->spec.options.on_error == pipeline::OnError::kSkip) {
               loader_->stats->RecordSkip(std::string(read.message()));
-              loader_->merge->Skip(id);
+              loader_->SkipSample(id);
               continue;
             }
             loader_->merge->Fail(read);
@@ -537,7 +619,7 @@ class RemoteLink {
             if (!absl::StartsWith(reason, "dropped:")) {
               loader_->stats->RecordSkip(absl::StrCat("worker ", connect_.address, ": ", reason));
             }
-            merge->Skip(id);
+            loader_->SkipSample(id);
           }
           coordinator->ReleaseSplit(event.split_id);
           break;
@@ -561,6 +643,9 @@ class RemoteLink {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::shared_ptr<rpc::RemoteStream> stream_ ABSL_GUARDED_BY(mu_);
+  // Receive-side CPU of the streams that ended (RemoteStream::read_cpu_ns/decode_cpu_ns).
+  int64_t past_read_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t past_decode_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
@@ -615,7 +700,6 @@ void Loader::Impl::CancelAll() {
   if (merge != nullptr) merge->Cancel();
   for (auto& link : links) link->Cancel();
   if (root != nullptr) root->Cancel();
-  if (local != nullptr) local->Cancel();
 }
 
 Loader::Impl::~Impl() {
@@ -626,8 +710,93 @@ Loader::Impl::~Impl() {
   root.reset();    // joins the suffix threads
   prefix.reset();  // joins the prefix map's threads before the ops go away
   links.clear();
-  local.reset();
+  local_ops.clear();
 }
+
+namespace {
+
+// The whole pipeline in this process, built as pipeline::LocalExecutor builds it, with two
+// additions: the source leaves out what options.resume marks consumed, and samples dropped
+// under on_error: skip are reported to the progress tracker.
+Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
+  const pipeline::PipelineSpec& spec = d.spec;
+  const LoaderOptions& opt = d.options;
+  if (spec.epochs == 0 || spec.epochs < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
+  }
+  if (spec.take < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("take: must be -1 (all) or at least 0; got ", spec.take));
+  }
+  if (spec.prefetch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: must be at least 0; got ", spec.prefetch));
+  }
+  if (spec.shuffle_buffer < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shuffle_buffer: must be at least 0; got ", spec.shuffle_buffer));
+  }
+  if (spec.batch.size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.size: must be at least 1; got ", spec.batch.size));
+  }
+  d.local = true;
+  SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec.source));
+  d.files = std::make_shared<const pipeline::SourceFiles>(std::move(files));
+  d.per_epoch = pipeline::SamplesPerEpoch(*d.files, spec.take);
+  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.resume.get());
+  SLUICE_ASSIGN_OR_RETURN(pipeline::BuiltOps built,
+                          pipeline::BuildOps(spec.ops, spec.source.seed, registry,
+                                             pipeline::SourceSchema(spec.source.label)));
+  d.stats = std::make_unique<pipeline::PipelineStats>();
+  d.stats->Init(built.names);
+
+  pipeline::SourceOptions so;
+  so.shuffle = spec.source.shuffle;
+  so.seed = spec.source.seed;
+  so.take = spec.take;
+  so.epochs = spec.epochs;
+  so.with_label = spec.source.label == pipeline::LabelMode::kParentDir;
+  so.produced = &d.stats->source_samples;
+  so.resume = opt.resume;
+  std::unique_ptr<pipeline::Iterator> it =
+      std::make_unique<pipeline::SourceIterator>(d.files, std::move(so));
+
+  const size_t budget = opt.max_buffered_bytes;
+  if (!built.ops.empty()) {
+    pipeline::MapOptions mo;
+    mo.threads = d.threads;
+    mo.deterministic = spec.options.deterministic;
+    mo.on_error = spec.options.on_error;
+    mo.max_buffered_bytes = budget / 4;
+    mo.max_in_flight =
+        static_cast<size_t>(std::max(2 * d.threads, spec.batch.size > 0 ? 16 : 0));
+    mo.stats = d.stats.get();
+    ProgressTracker* progress = &d.progress;
+    mo.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
+    std::vector<pipeline::MapStage> stages = pipeline::MakeStages(built, d.stats.get());
+    it = pipeline::ParallelMapIterator::Create(std::move(it), std::move(stages),
+                                               built.output_schema, mo);
+  }
+  if (spec.shuffle_buffer > 0) {
+    it = std::make_unique<pipeline::ShuffleBufferIterator>(
+        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4);
+  }
+  if (spec.batch.size > 0) {
+    SLUICE_ASSIGN_OR_RETURN(it,
+                            pipeline::BatchIterator::Create(std::move(it), BatchOptionsOf(spec.batch)));
+  }
+  if (spec.prefetch > 0) {
+    it = pipeline::PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch),
+                                            budget / 2);
+  }
+  d.local_ops = std::move(built.ops);
+  d.root = std::move(it);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() = default;
@@ -651,10 +820,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   }
 
   if (opt.workers.empty() || opt.ratio <= 0) {
-    pipeline::ExecutorOptions ex;
-    ex.threads = d.threads;
-    ex.max_buffered_bytes = opt.max_buffered_bytes;
-    SLUICE_ASSIGN_OR_RETURN(d.local, pipeline::LocalExecutor::Create(spec, ex, registry));
+    SLUICE_RETURN_IF_ERROR(BuildLocal(d, registry));
     return std::unique_ptr<Loader>(new Loader(std::move(impl)));
   }
 
@@ -748,6 +914,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   co.seed = spec.source.seed;
   co.epochs = spec.epochs;
   co.split_size = split_size;
+  co.resume = opt.resume;
   if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
   SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));
 
@@ -757,11 +924,17 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   mo.max_bytes = opt.max_buffered_bytes / 4;
   d.merge = std::make_shared<Merge>(d.coordinator.get(), merged_schema,
                                     static_cast<int>(num_workers) + 1, mo);
+  // Samples consumed before a resume count as released, so that an in-order merge does not
+  // wait for them.
+  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.resume.get());
+  for (const SampleId& id : d.coordinator->ReservedSamples()) d.merge->Skip(id);
 
   // The local prefix.
   if (d.after_batch) {
-    d.batcher = std::make_unique<SplitBatcher>(d.merge.get(), SchemaAfter(d.built, d.prefix_end),
-                                               batch_options);
+    Impl* loader = &d;
+    d.batcher = std::make_unique<SplitBatcher>(
+        d.merge.get(), [loader](SampleId id) { loader->SkipSample(id); },
+        SchemaAfter(d.built, d.prefix_end), batch_options);
   }
   std::unique_ptr<pipeline::Iterator> prefix =
       std::make_unique<SplitSource>(d.coordinator.get(), d.files, d.with_label, d.batcher.get());
@@ -769,13 +942,13 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     std::vector<pipeline::MapStage> stages =
         pipeline::MakeStages(d.built, d.stats.get(), 0, d.prefix_end);
     if (spec.options.on_error == pipeline::OnError::kSkip) {
-      Merge* merge = d.merge.get();
+      Impl* loader = &d;
       SplitBatcher* batcher = d.batcher.get();
-      auto on_fail = [merge, batcher](const Element& e) {
+      auto on_fail = [loader, batcher](const Element& e) {
         if (batcher != nullptr) {
           batcher->Skip(e.id);
         } else {
-          merge->Skip(e.id);
+          loader->SkipSample(e.id);
         }
       };
       for (pipeline::MapStage& stage : stages) {
@@ -802,6 +975,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     mo_suffix.on_error = spec.options.on_error;
     mo_suffix.max_buffered_bytes = opt.max_buffered_bytes / 4;
     mo_suffix.stats = d.stats.get();
+    ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
+    mo_suffix.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
     it = pipeline::ParallelMapIterator::Create(
         std::move(it), pipeline::MakeStages(d.built, d.stats.get(), d.prefix_end, num_ops),
         d.built.output_schema, mo_suffix);
@@ -846,12 +1021,22 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
 
 Status Loader::GetNext(Element* out, bool* end_of_stream) {
   Impl& d = *impl_;
-  if (d.local != nullptr) return d.local->GetNext(out, end_of_stream);
   SLUICE_RETURN_IF_ERROR(d.root->GetNext(out, end_of_stream));
-  if (!*end_of_stream) {
-    const int64_t samples = out->members.empty() ? 1 : static_cast<int64_t>(out->members.size());
-    d.samples_out.fetch_add(samples, std::memory_order_relaxed);
-    d.batches_out.fetch_add(1, std::memory_order_relaxed);
+  if (*end_of_stream) {
+    d.progress.Finish();
+    return absl::OkStatus();
+  }
+  if (out->members.empty()) {
+    d.progress.Mark(out->id);
+  } else {
+    for (const SampleId& id : out->members) d.progress.Mark(id);
+  }
+  const int64_t samples = out->members.empty() ? 1 : static_cast<int64_t>(out->members.size());
+  d.samples_out.fetch_add(samples, std::memory_order_relaxed);
+  d.batches_out.fetch_add(1, std::memory_order_relaxed);
+  if (d.local) {
+    d.stats->samples_out.fetch_add(samples, std::memory_order_relaxed);
+    d.stats->batches_out.fetch_add(1, std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }
@@ -859,11 +1044,11 @@ Status Loader::GetNext(Element* out, bool* end_of_stream) {
 void Loader::Cancel() { impl_->CancelAll(); }
 
 const Schema& Loader::output_schema() const {
-  return impl_->local != nullptr ? impl_->local->output_schema() : impl_->root->schema();
+  return impl_->root->schema();
 }
 
 int64_t Loader::samples_per_epoch() const {
-  return impl_->local != nullptr ? impl_->local->samples_per_epoch() : impl_->per_epoch;
+  return impl_->per_epoch;
 }
 
 LoaderReport Loader::Report() const {
@@ -878,8 +1063,8 @@ LoaderReport Loader::Report() const {
     std::lock_guard<std::mutex> lock(d.warn_mu);
     r.warnings = d.warnings;
   }
-  if (d.local != nullptr) {
-    const pipeline::PipelineStats& stats = d.local->stats();
+  if (d.local) {
+    const pipeline::PipelineStats& stats = *d.stats;
     r.offloaded = false;
     r.ratio = 0;
     r.samples_out = stats.samples_out.load();
@@ -904,5 +1089,7 @@ LoaderReport Loader::Report() const {
   r.local_ops = d.stats->SnapshotOps();
   return r;
 }
+
+pipeline::SourceProgress Loader::Progress() const { return impl_->progress.Get(); }
 
 }  // namespace sluice::runtime

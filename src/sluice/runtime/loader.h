@@ -23,7 +23,13 @@
 // would locally. With options.deterministic, batches come out in the same order, and with
 // the same content, whatever the plan and whichever worker fails.
 //
-// Thread-compatible (one consumer calls GetNext()); Cancel() and Report() from any thread.
+// Checkpoints (docs/checkpoint.md): Progress() says which samples the consumer has received
+// (GetNext() returned them, or they were dropped under on_error: skip or drop_remainder);
+// a Loader created with that progress as LoaderOptions::resume delivers exactly the others,
+// with the same SampleIds and hence the same augmentations, locally or offloaded.
+//
+// Thread-compatible (one consumer calls GetNext()); Cancel(), Report() and Progress() from any
+// thread.
 // Destruction cancels and joins every thread it started.
 #ifndef SLUICE_RUNTIME_LOADER_H_
 #define SLUICE_RUNTIME_LOADER_H_
@@ -37,6 +43,7 @@
 #include "sluice/core/element.h"
 #include "sluice/core/status.h"
 #include "sluice/ops/registry.h"
+#include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
 #include "sluice/rpc/remote_stream.h"
@@ -64,6 +71,9 @@ struct LoaderOptions {
   size_t max_buffered_bytes = 256 << 20;  // budget of the local queues
   double reconnect_initial_s = 0.1;
   double reconnect_max_s = 5.0;
+  // Resume from a checkpoint: the samples it marks consumed are left out (may be null).
+  // spec.epochs still counts from epoch 0.
+  std::shared_ptr<const pipeline::SourceProgress> resume;
   // Warnings (unreachable worker, failure, reconnect). Default: "sluice: warning: ..." on
   // stderr. Called from the Loader's threads.
   std::function<void(const std::string&)> warn;
@@ -74,6 +84,10 @@ struct WorkerReport {
   double share = 0;            // target fraction of all samples
   int64_t samples = 0;         // samples it delivered (accepted by the merge)
   int64_t bytes_received = 0;  // payload bytes received from it, over every connection
+  // This process's CPU for receiving from it (rpc::RemoteStream): taking messages off the
+  // connection, and decoding them and handing the samples on.
+  int64_t read_cpu_ns = 0;
+  int64_t decode_cpu_ns = 0;
   bool connected = false;      // now
   int64_t connects = 0;        // successful opens
   int64_t failures = 0;        // streams that broke after opening
@@ -122,6 +136,9 @@ class Loader {
   const Schema& output_schema() const;
   int64_t samples_per_epoch() const;
   LoaderReport Report() const;
+  // What the consumer has received so far (with the resume progress it started from); after
+  // the end of the stream, every epoch of the run.
+  pipeline::SourceProgress Progress() const;
 
   struct Impl;
 

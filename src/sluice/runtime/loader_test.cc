@@ -359,3 +359,79 @@ TEST_F(LoaderTest, RemoteSampleFailureUnderOnErrorFailEndsTheRun) {
 
 }  // namespace
 }  // namespace sluice::runtime
+
+namespace sluice::runtime {
+namespace {
+
+// Takes `batches` batches, then resumes a new Loader from Progress(): together they deliver
+// every sample of both epochs exactly once, each with the content of an uninterrupted run.
+void CheckResume(const pipeline::PipelineSpec& spec, const std::function<LoaderOptions()>& plan,
+                 const std::map<SampleId, std::string>& expected, int batches,
+                 const std::string& label) {
+  auto first = Loader::Create(spec, plan());
+  ASSERT_TRUE(first.ok()) << label << ": " << first.status();
+  std::vector<Element> got;
+  for (int i = 0; i < batches; ++i) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE((*first)->GetNext(&e, &end).ok()) << label;
+    ASSERT_FALSE(end) << label;
+    got.push_back(std::move(e));
+  }
+  auto progress = std::make_shared<pipeline::SourceProgress>((*first)->Progress());
+  first->reset();
+  LoaderOptions options = plan();
+  options.resume = progress;
+  auto second = Loader::Create(spec, options);
+  ASSERT_TRUE(second.ok()) << label << ": " << second.status();
+  Element e;
+  for (;;) {
+    bool end = false;
+    Status s = (*second)->GetNext(&e, &end);
+    ASSERT_TRUE(s.ok()) << label << ": " << s;
+    if (end) break;
+    got.push_back(std::move(e));
+  }
+  std::map<SampleId, std::string> all;
+  for (const Element& b : got) {
+    for (size_t m = 0; m < b.members.size(); ++m) {
+      std::string bytes;
+      for (const Tensor& t : b.tensors) {
+        bytes.append(t.Slice(static_cast<int64_t>(m), static_cast<int64_t>(m) + 1).bytes());
+      }
+      ASSERT_TRUE(all.emplace(b.members[m], bytes).second)
+          << label << ": sample " << b.members[m].epoch << "/" << b.members[m].index << " twice";
+    }
+  }
+  ASSERT_EQ(all.size(), expected.size()) << label;
+  EXPECT_TRUE(all == expected) << label << ": different content after the resume";
+  pipeline::SourceProgress done = (*second)->Progress();
+  EXPECT_EQ(done.first_epoch, static_cast<uint32_t>(spec.epochs)) << label;
+  EXPECT_TRUE(done.consumed.empty()) << label;
+}
+
+class LoaderResumeTest : public LoaderTest {};
+
+TEST_F(LoaderResumeTest, ProgressResumesExactlyTheUndeliveredSamplesLocallyAndOffloaded) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  for (bool deterministic : {false, true}) {
+    pipeline::PipelineSpec spec = ImageSpec(glob_, deterministic);
+    spec.epochs = 2;
+    spec.shuffle_buffer = deterministic ? 0 : 5;
+    const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+    ASSERT_EQ(expected.size(), static_cast<size_t>(2 * kImages));
+    for (int batches : {3, 17}) {  // mid first epoch; across the epoch boundary
+      const std::string label = absl::StrCat(deterministic ? "deterministic" : "first-come",
+                                             ", after ", batches, " batches");
+      CheckResume(spec, [&] { return Plan({}, 0, 0); }, expected, batches, label + ", local");
+      CheckResume(spec, [&] { return Plan({worker->address()}, 2, 0.5); }, expected, batches,
+                  label + ", cut 2");
+      CheckResume(spec, [&] { return Plan({worker->address()}, kCutAfterBatch, 0.5); },
+                  expected, batches, label + ", cut batch");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice::runtime

@@ -1,0 +1,321 @@
+"""sluice.Loader: iterate a pipeline's batches as dicts of NumPy arrays.
+
+The arrays share the C++ buffers (no copy): each keeps its buffer alive for as long as it
+lives. The C++ engine runs on its own threads; the GIL is released while Python waits for
+a batch.
+
+Passes. Iterating a Loader runs one *pass* of `epochs` epochs (default: the spec's
+`epochs`, 1 unless it says otherwise). Iterating it again runs the next pass, whose epochs
+continue the numbering (so every epoch has its own shuffle and its own augmentations),
+like a PyTorch DataLoader used in `for epoch in range(n): for batch in loader:`.
+
+Checkpoints. `state_dict()` records which samples the training loop has received so far
+(by epoch, as a bitmap of source indices, plus the spec's fingerprint); a Loader given that
+state with `load_state_dict()` before iterating yields exactly the samples not yet received
+in that pass, with the same augmentations, locally or with workers (docs/checkpoint.md).
+"""
+import collections
+import math
+import os
+import threading
+import time
+import warnings
+
+from . import _core
+from ._spec import as_spec
+
+STATE_VERSION = 1
+
+
+class SluiceWarning(RuntimeWarning):
+    """Warnings from the engine: unreachable workers, failures, reconnects."""
+
+
+def _policy_text(policy):
+    # The automatic planners are not wired into the runtime yet: "auto" runs locally.
+    if policy is None or policy == "auto":
+        return "none"
+    return str(policy)
+
+
+class _Timeline:
+    """Per-second buckets of what the consumer saw (bounded)."""
+
+    def __init__(self, limit=3600):
+        self.start = time.monotonic()
+        self.buckets = collections.OrderedDict()
+        self.limit = limit
+
+    def add(self, now, samples, wait_s):
+        second = int(now - self.start)
+        b = self.buckets.get(second)
+        if b is None:
+            b = self.buckets[second] = [0, 0, 0.0]
+            while len(self.buckets) > self.limit:
+                self.buckets.popitem(last=False)
+        b[0] += 1
+        b[1] += samples
+        b[2] += wait_s
+
+    def to_list(self):
+        return [{"t": s, "batches": b[0], "samples": b[1], "wait_s": b[2],
+                 "stall_fraction": min(1.0, b[2])} for s, b in self.buckets.items()]
+
+
+class Loader:
+    """Iterates the batches of `spec` (a sluice.Spec, a dict, or a spec file path) as
+    dicts {field: numpy.ndarray}.
+
+    workers      list of "host:port" of `sluice worker` processes (or a comma-separated
+                 string); used when the policy offloads.
+    policy       "auto" (today the same as "none": the planners are not wired in yet),
+                 "none" (all local), or "fixed:cut=K,ratio=R[,read=local|remote]
+                 [,compress=lz4|zstd|none]" (docs/offload.md).
+    epochs       epochs per pass (None: the spec's); -1: one endless pass.
+    threads      local threads (None: the spec's, else the CPUs this process may use).
+    token, token_file, tls_ca, tls_cert, tls_key: worker credentials (docs/offload.md).
+    sample_ids   add a field "sample_id": int64 [n, 2] of (epoch, index) per sample.
+    require_workers  with an offloading policy, raise ConnectionError when no worker can be
+                 reached at start (False: warn and run locally, retrying in the background).
+
+    Errors: ValueError for a bad spec, argument or policy; FileNotFoundError when the
+    source matches no file; ConnectionError when no worker is reachable; RuntimeError when
+    the pipeline fails (a corrupt file under on_error: fail, ...).
+    """
+
+    def __init__(self, spec, workers=None, policy="auto", epochs=None, threads=None,
+                 token=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 sample_ids=False, require_workers=True, connect_timeout_s=5.0,
+                 split_size=None):
+        self.spec = as_spec(spec)
+        self._json = self.spec.to_json()
+        self._spec_epochs = self.spec.to_dict().get("epochs", 1)
+        if epochs is None:
+            epochs = self._spec_epochs
+        if not isinstance(epochs, int) or (epochs < 1 and epochs != -1):
+            raise ValueError(f"epochs: must be at least 1, or -1 for forever; got {epochs!r}")
+        self.epochs = epochs
+        if isinstance(workers, str):
+            workers = [w for w in workers.split(",") if w]
+        self.workers = list(workers or [])
+        self.policy = _policy_text(policy)
+        num_ops = len(self.spec.ops)
+        self._policy_name = _core.check_policy(self.policy, num_ops)
+        self._threads = int(threads or 0)
+        self._credentials = dict(token=token or "", token_file=str(token_file or ""),
+                                 tls_ca=str(tls_ca or ""), tls_cert=str(tls_cert or ""),
+                                 tls_key=str(tls_key or ""))
+        self._sample_ids = sample_ids
+        self._require_workers = require_workers
+        self._connect_timeout_s = float(connect_timeout_s)
+        self._split_size = int(split_size or 0)
+        self._fingerprint = self.spec.fingerprint()
+        self._lock = threading.RLock()
+        self._core = None
+        self._pass = 0            # the pass being (or next to be) iterated
+        self._resume = None       # (first_epoch, {epoch: bytes}) for the next start
+        self._finished_state = None
+        self._closed = False
+        self._samples_per_epoch = None
+        self._last_batch = None
+        self._keep_last_batch = False  # tests: keep the last _core.Batch (addresses, digests)
+        self._final_report = None
+        self._reset_counters()
+
+    # -- iteration ---------------------------------------------------------------------------
+    def _reset_counters(self):
+        self._batches = 0
+        self._samples = 0
+        self._wait_s = 0.0
+        self._step_s = 0.0
+        self._t_start = None
+        self._t_last = None
+        self._timeline = _Timeline()
+
+    def _pass_bounds(self):
+        if self.epochs < 0:
+            return 0, -1
+        first = self._pass * self.epochs
+        return first, first + self.epochs
+
+    def _start(self):
+        first, end = self._pass_bounds()
+        first_epoch, consumed = first, {}
+        if self._resume is not None:
+            first_epoch, consumed = self._resume
+            self._resume = None
+        self._final_report = None
+        self._core = _core.Loader(
+            self._json, workers=self.workers, policy=self.policy, threads=self._threads,
+            epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
+            first_epoch=first_epoch, consumed=consumed, **self._credentials)
+        self._samples_per_epoch = self._core.samples_per_epoch
+        self._emit_warnings()
+        if self.workers and self._require_workers and self._policy_name != "none":
+            report = self._core.report()
+            if report["offloaded"] and not any(w["connected"] for w in report["workers"]):
+                reasons = "; ".join(f"{w['address']}: {w['last_error']}" for w in report["workers"])
+                self._core.close()
+                self._core = None
+                raise ConnectionError(f"no worker reachable ({reasons})")
+
+    def __iter__(self):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the loader is closed")
+            if self._core is None:
+                self._start()
+        return self
+
+    def __next__(self):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the loader is closed")
+            if self._core is None:
+                self._start()
+            now = time.monotonic()
+            if self._t_start is None:
+                self._t_start = now
+            elif self._t_last is not None:
+                self._step_s += now - self._t_last
+            batch = self._core.next()
+            done = time.monotonic()
+            wait = done - now
+            self._wait_s += wait
+            self._t_last = done
+            self._emit_warnings()
+            if batch is None:
+                self._end_pass()
+                raise StopIteration
+            if self._keep_last_batch:
+                self._last_batch = batch
+            self._batches += 1
+            self._samples += batch.num_samples
+            self._timeline.add(done, batch.num_samples, wait)
+            out = batch.arrays()
+            if self._sample_ids:
+                out["sample_id"] = batch.ids()
+            return out
+
+    def _end_pass(self):
+        self._final_report = self.report()
+        self._core.close()
+        self._core = None
+        self._pass += 1
+        self._t_last = None
+
+    def _emit_warnings(self):
+        if self._core is None:
+            return
+        for message in self._core.drain_warnings():
+            warnings.warn(message, SluiceWarning, stacklevel=3)
+
+    def __len__(self):
+        """Batches in one pass when that is known (not for an endless pass)."""
+        if self.epochs < 0:
+            raise TypeError("an endless loader (epochs=-1) has no length")
+        if self._samples_per_epoch is None:
+            self._samples_per_epoch = _core.samples_per_epoch(self._json)
+        n = self._samples_per_epoch * self.epochs
+        d = self.spec.to_dict()
+        b = d.get("batch") or d.get("padded_batch")
+        if not b:
+            return n
+        size = b["size"]
+        return n // size if b.get("drop_remainder") else math.ceil(n / size)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self):
+        """What the training loop has received so far; a plain dict (ints, bytes, str) that
+        torch.save / pickle store as is."""
+        with self._lock:
+            if self._core is not None:
+                first_epoch, consumed = self._core.progress()
+            elif self._resume is not None:
+                first_epoch, consumed = self._resume
+            else:
+                first_epoch, consumed = self._pass_bounds()[0], {}
+            return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
+                    "epochs_per_pass": self.epochs, "first_epoch": int(first_epoch),
+                    "consumed": {int(e): bytes(b) for e, b in consumed.items()}}
+
+    def load_state_dict(self, state):
+        """Resumes from `state_dict()`: the next iteration yields exactly the samples of the
+        current pass not yet received. A running pass is stopped first. Raises ValueError
+        when the state belongs to another pipeline."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported loader state version {state.get('version')!r}")
+        if state.get("fingerprint") != self._fingerprint:
+            raise ValueError(
+                f"the state belongs to another pipeline (fingerprint {state.get('fingerprint')}, "
+                f"this loader's is {self._fingerprint})")
+        if state.get("epochs_per_pass") != self.epochs:
+            raise ValueError(f"the state was saved with epochs={state.get('epochs_per_pass')}, "
+                             f"this loader has epochs={self.epochs}")
+        with self._lock:
+            if self._core is not None:
+                self._core.close()
+                self._core = None
+            first_epoch = int(state["first_epoch"])
+            consumed = {int(e): bytes(b) for e, b in state.get("consumed", {}).items()}
+            self._pass = 0 if self.epochs < 0 else first_epoch // self.epochs
+            self._resume = (first_epoch, consumed)
+            self._reset_counters()
+
+    # -- reports and lifetime ---------------------------------------------------------------
+    def report(self):
+        """The profile (per-op counters), the plan, the consumer's view (batches, samples,
+        time waiting in next(), time between calls, stall fraction) and a per-second
+        timeline, as a dict."""
+        with self._lock:
+            if self._core is not None:
+                r = self._core.report()
+            elif self._final_report is not None:
+                r = dict(self._final_report)
+            else:
+                r = {"policy": self._policy_name, "offloaded": False, "plan": None,
+                     "workers": [], "ops": [], "warnings": []}
+            wall = 0.0 if self._t_start is None else (
+                (self._t_last or time.monotonic()) - self._t_start)
+            consumer = {"batches": self._batches, "samples": self._samples,
+                        "wait_s": self._wait_s, "step_s": self._step_s, "wall_s": wall,
+                        "stall_fraction": (self._wait_s / wall) if wall > 0 else 0.0,
+                        "samples_per_s": (self._samples / wall) if wall > 0 else 0.0}
+            r["consumer"] = consumer
+            r["stall_fraction"] = consumer["stall_fraction"]
+            r["timeline"] = self._timeline.to_list()
+            r["fingerprint"] = self._fingerprint
+            r["pass"] = self._pass
+            return r
+
+    def close(self):
+        """Stops the engine's threads and frees its buffers (arrays already handed out stay
+        valid). The loader cannot be iterated afterwards."""
+        with self._lock:
+            if self._core is not None:
+                self._final_report = self._core.report()
+                self._core.close()
+                self._core = None
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        core = getattr(self, "_core", None)
+        if core is not None:
+            core.close()
+
+    @property
+    def samples_per_epoch(self):
+        if self._samples_per_epoch is None:
+            self._samples_per_epoch = _core.samples_per_epoch(self._json)
+        return self._samples_per_epoch
+
+    def _debug_last_batch(self):
+        """The last _core.Batch (tests: buffer addresses, digests)."""
+        return self._last_batch

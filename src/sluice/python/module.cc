@@ -1,0 +1,648 @@
+// sluice._core: the pybind11 module under the `sluice` Python package (python/sluice/).
+//
+// It exposes what the pure-Python package needs and nothing more:
+//   - spec functions: parse/load a spec into its canonical JSON (the Python builder's
+//     interchange form), YAML spelling, fingerprint, op-chain checks, op schemas;
+//   - Batch: one delivered batch (or sample); its tensors become NumPy arrays that share the
+//     C++ buffers (no copy; each array keeps its buffer alive through a capsule);
+//   - Loader: runtime::Loader driven from Python. next() waits for the next batch with the
+//     GIL released and wakes every 50 ms to let Python handle signals (Ctrl-C), so an
+//     interrupted wait loses nothing: the batch being fetched is returned by the next call.
+//
+// Errors cross as Python exceptions with the C++ message: InvalidArgument and OutOfRange
+// raise ValueError, NotFound FileNotFoundError, Unavailable ConnectionError,
+// PermissionDenied/Unauthenticated PermissionError, everything else RuntimeError.
+//
+// Thread-safety: the Python objects are used under the GIL; a Loader's fetch thread never
+// touches Python.
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/cli/checksum.h"
+#include "sluice/core/allocator.h"
+#include "sluice/core/element.h"
+#include "sluice/core/status.h"
+#include "sluice/core/tensor.h"
+#include "sluice/ops/registry.h"
+#include "sluice/pipeline/build.h"
+#include "sluice/pipeline/source.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/runtime/loader.h"
+#include "sluice/runtime/train.h"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+[[noreturn]] void ThrowStatus(const Status& status) {
+  PyObject* type = PyExc_RuntimeError;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      type = PyExc_ValueError;
+      break;
+    case absl::StatusCode::kNotFound:
+      type = PyExc_FileNotFoundError;
+      break;
+    case absl::StatusCode::kUnavailable:
+      type = PyExc_ConnectionError;
+      break;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      type = PyExc_PermissionError;
+      break;
+    default:
+      break;
+  }
+  PyErr_SetString(type, std::string(status.message()).c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T ValueOrThrow(StatusOr<T> value) {
+  if (!value.ok()) ThrowStatus(value.status());
+  return *std::move(value);
+}
+
+StatusOr<pipeline::PipelineSpec> SpecFromJson(const std::string& json) {
+  return pipeline::ParseSpec(json, "spec");
+}
+
+// Python value -> op argument, read as the YAML reader reads the same literal: bool, int,
+// float, str, and lists of numbers (a list with any float is a list of floats).
+StatusOr<ops::ArgValue> ToArgValue(const std::string& name, const py::handle& value) {
+  if (py::isinstance<py::bool_>(value)) return ops::ArgValue(value.cast<bool>());
+  if (py::isinstance<py::int_>(value)) return ops::ArgValue(value.cast<int64_t>());
+  if (py::isinstance<py::float_>(value)) return ops::ArgValue(value.cast<double>());
+  if (py::isinstance<py::str>(value)) return ops::ArgValue(value.cast<std::string>());
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    bool any_float = false;
+    for (const py::handle& item : value) {
+      if (py::isinstance<py::bool_>(item)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected numbers in the list, got a bool"));
+      }
+      if (py::isinstance<py::int_>(item)) {
+        ints.push_back(item.cast<int64_t>());
+        floats.push_back(static_cast<double>(ints.back()));
+      } else if (py::isinstance<py::float_>(item)) {
+        any_float = true;
+        floats.push_back(item.cast<double>());
+        ints.push_back(0);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": expected numbers in the list, got ", std::string(py::str(item.get_type()))));
+      }
+    }
+    if (any_float) return ops::ArgValue(std::move(floats));
+    return ops::ArgValue(std::move(ints));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, ": expected a number, a bool, a string or a list of numbers, got ",
+                   std::string(py::str(value.get_type()))));
+}
+
+py::object ArgToPython(const ops::ArgValue& value) {
+  return std::visit([](const auto& v) -> py::object { return py::cast(v); }, value);
+}
+
+// Builds the op chain [(name, {arg: value})] on the source's schema, as a Loader would: the
+// errors are the ones a spec file gets ("ops[2].random_resized_crop: size: ...").
+std::vector<py::dict> CheckOps(const py::list& chain, const std::string& label, uint64_t seed) {
+  std::vector<pipeline::OpSpec> specs;
+  int position = 0;
+  for (const py::handle& entry : chain) {
+    auto pair = entry.cast<py::tuple>();
+    pipeline::OpSpec op;
+    op.name = pair[0].cast<std::string>();
+    for (const auto& [key, value] : pair[1].cast<py::dict>()) {
+      const std::string arg = key.cast<std::string>();
+      StatusOr<ops::ArgValue> v = ToArgValue(arg, value);
+      if (!v.ok()) ThrowStatus(Annotate(v.status(), pipeline::OpLabel(position, op.name)));
+      op.args[arg] = *std::move(v);
+    }
+    specs.push_back(std::move(op));
+    ++position;
+  }
+  const pipeline::LabelMode mode =
+      label == "parent_dir" ? pipeline::LabelMode::kParentDir : pipeline::LabelMode::kNone;
+  pipeline::BuiltOps built = ValueOrThrow(pipeline::BuildOps(
+      specs, seed, ops::Registry::Builtin(), pipeline::SourceSchema(mode)));
+  // The bound arguments (defaults filled in) of each op, for the builder to keep.
+  std::vector<py::dict> bound;
+  for (const auto& op : built.ops) {
+    py::dict args;
+    for (const auto& [name, value] : op->args().values()) args[py::str(name)] = ArgToPython(value);
+    bound.push_back(std::move(args));
+  }
+  return bound;
+}
+
+py::list OpSchemas() {
+  py::list out;
+  const ops::Registry& registry = ops::Registry::Builtin();
+  for (const std::string& name : registry.Names()) {
+    const ops::OpSchema& s = registry.Find(name)->schema;
+    py::list args;
+    for (const ops::ArgSchema& a : s.args) {
+      py::dict d;
+      d["name"] = a.name;
+      d["type"] = std::string(ops::ArgTypeName(a.type));
+      d["required"] = !a.default_value.has_value();
+      d["default"] = a.default_value.has_value() ? ArgToPython(*a.default_value) : py::none();
+      d["doc"] = a.doc;
+      d["list_length"] = a.list_length;
+      d["choices"] = a.choices;
+      d["min"] = a.min.has_value() ? py::cast(*a.min) : py::none();
+      d["max"] = a.max.has_value() ? py::cast(*a.max) : py::none();
+      args.append(std::move(d));
+    }
+    py::dict op;
+    op["name"] = s.name;
+    op["doc"] = s.doc;
+    op["random"] = s.random;
+    op["args"] = std::move(args);
+    out.append(std::move(op));
+  }
+  return out;
+}
+
+py::dtype NumpyDType(DType dtype) {
+  switch (dtype) {
+    case DType::kI16:
+      return py::dtype::of<int16_t>();
+    case DType::kI32:
+      return py::dtype::of<int32_t>();
+    case DType::kI64:
+      return py::dtype::of<int64_t>();
+    case DType::kF16:
+      return py::dtype("float16");
+    case DType::kF32:
+      return py::dtype::of<float>();
+    case DType::kF64:
+      return py::dtype::of<double>();
+    case DType::kU8:
+    case DType::kBytes:
+    default:
+      return py::dtype::of<uint8_t>();
+  }
+}
+
+// A NumPy array over `tensor`'s bytes; the capsule holds a reference to the buffer.
+py::array ToArray(const Tensor& tensor) {
+  const size_t item = DTypeSize(tensor.dtype());
+  std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = static_cast<py::ssize_t>(item);
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= std::max<py::ssize_t>(shape[i], 1);
+  }
+  if (tensor.buffer() == nullptr || tensor.raw() == nullptr) {
+    return py::array(NumpyDType(tensor.dtype()), shape, strides);
+  }
+  auto* hold = new std::shared_ptr<Buffer>(tensor.buffer());
+  py::capsule base(hold, [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); });
+  return py::array(NumpyDType(tensor.dtype()), shape, strides, tensor.raw(), base);
+}
+
+// One delivered batch (or sample without batching).
+class Batch {
+ public:
+  Batch(Element element, Schema schema) : element_(std::move(element)), schema_(std::move(schema)) {}
+
+  py::dict Arrays() const {
+    py::dict out;
+    for (int i = 0; i < schema_.size() && i < static_cast<int>(element_.tensors.size()); ++i) {
+      out[py::str(schema_.field(i).name)] = ToArray(element_.tensors[i]);
+    }
+    return out;
+  }
+
+  // int64 [n, 2]: (epoch, index) of every sample, in batch order.
+  py::array_t<int64_t> Ids() const {
+    std::vector<SampleId> ids = element_.members;
+    if (ids.empty()) ids.push_back(element_.id);
+    py::array_t<int64_t> out({static_cast<py::ssize_t>(ids.size()), py::ssize_t{2}});
+    auto r = out.mutable_unchecked<2>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      r(i, 0) = ids[i].epoch;
+      r(i, 1) = static_cast<int64_t>(ids[i].index);
+    }
+    return out;
+  }
+
+  int64_t NumSamples() const {
+    return element_.members.empty() ? 1 : static_cast<int64_t>(element_.members.size());
+  }
+
+  // Debug: the address of each field's first byte in the C++ buffer.
+  py::dict DataPointers() const {
+    py::dict out;
+    for (int i = 0; i < schema_.size() && i < static_cast<int>(element_.tensors.size()); ++i) {
+      out[py::str(schema_.field(i).name)] =
+          reinterpret_cast<uintptr_t>(element_.tensors[i].raw());
+    }
+    return out;
+  }
+
+  // Debug: per-sample content digests, as `sluice run --dump-checksum` prints them.
+  std::string Digests() const {
+    cli::SampleDigests d;
+    d.Add(element_);
+    return d.ToString();
+  }
+
+  const Element& element() const { return element_; }
+
+ private:
+  Element element_;
+  Schema schema_;
+};
+
+struct LoaderArgs {
+  std::string spec_json;
+  std::vector<std::string> workers;
+  std::string policy = "none";
+  int threads = 0;
+  int64_t epochs = 0;  // 0: the spec's
+  std::string token;
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  double connect_timeout_s = 5;
+  uint64_t split_size = 0;
+  // Resume: every epoch before first_epoch done; bitmaps of consumed samples by epoch.
+  uint32_t first_epoch = 0;
+  std::map<uint32_t, std::string> consumed;
+};
+
+// runtime::Loader with a fetch thread, so that a Python wait can be interrupted.
+class PyLoader {
+ public:
+  explicit PyLoader(const LoaderArgs& args) {
+    pipeline::PipelineSpec spec = ValueOrThrow(SpecFromJson(args.spec_json));
+    if (args.epochs != 0) spec.epochs = args.epochs;
+    runtime::TrainPolicy policy =
+        ValueOrThrow(runtime::ParsePolicy(args.policy, static_cast<int>(spec.ops.size())));
+    policy_name_ = policy.ToString();
+    runtime::LoaderOptions options;
+    options.cut = policy.cut;
+    options.ratio = policy.ratio;
+    options.read_mode = policy.read_mode;
+    options.compression = policy.compression;
+    options.threads = args.threads;
+    options.split_size = args.split_size;
+    std::string token = args.token;
+    if (token.empty() && !args.token_file.empty()) {
+      token = ValueOrThrow(rpc::ReadTokenFile(args.token_file));
+    }
+    for (const std::string& address : args.workers) {
+      rpc::ConnectOptions c;
+      c.address = address;
+      c.token = token;
+      c.tls_ca_file = args.tls_ca;
+      c.tls_cert_file = args.tls_cert;
+      c.tls_key_file = args.tls_key;
+      c.connect_timeout_s = args.connect_timeout_s;
+      options.workers.push_back(std::move(c));
+    }
+    options.warn = [this](const std::string& message) {
+      std::lock_guard<std::mutex> lock(warn_mu_);
+      if (warnings_.size() < 1000) warnings_.push_back(message);
+    };
+    if (args.first_epoch > 0 || !args.consumed.empty()) {
+      auto progress = std::make_shared<pipeline::SourceProgress>();
+      progress->first_epoch = args.first_epoch;
+      for (const auto& [epoch, bits] : args.consumed) {
+        progress->consumed[epoch] = pipeline::SourceProgress::BitsFromBytes(bits);
+      }
+      options.resume = std::move(progress);
+    }
+    StatusOr<std::unique_ptr<runtime::Loader>> created;
+    {
+      py::gil_scoped_release release;
+      created = runtime::Loader::Create(spec, std::move(options));
+    }
+    loader_ = ValueOrThrow(std::move(created));
+    schema_ = loader_->output_schema();
+    fetcher_ = std::thread([this] { FetchLoop(); });
+  }
+
+  ~PyLoader() {
+    py::gil_scoped_release release;
+    Shutdown();
+  }
+
+  // The next batch, or None at the end. Raises the pipeline's error, or what a signal
+  // handler raised (KeyboardInterrupt) while waiting.
+  py::object Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) {
+      PyErr_SetString(PyExc_RuntimeError, "the loader is closed");
+      throw py::error_already_set();
+    }
+    if (!requested_ && !ready_) {
+      requested_ = true;
+      cv_.notify_all();
+    }
+    while (!ready_) {
+      bool got = false;
+      {
+        lock.unlock();
+        {
+          py::gil_scoped_release release;
+          std::unique_lock<std::mutex> wait(mu_);
+          got = cv_.wait_for(wait, std::chrono::milliseconds(50), [&] { return ready_; });
+        }
+        lock.lock();
+      }
+      if (got) break;
+      lock.unlock();
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      lock.lock();
+    }
+    ready_ = false;
+    Status status = std::move(status_);
+    status_ = absl::OkStatus();
+    const bool end = end_;
+    Element element = std::move(element_);
+    lock.unlock();
+    if (!status.ok()) ThrowStatus(status);
+    if (end) return py::none();
+    return py::cast(std::make_unique<Batch>(std::move(element), schema_));
+  }
+
+  void Cancel() {
+    py::gil_scoped_release release;
+    if (loader_ != nullptr) loader_->Cancel();
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    Shutdown();
+  }
+
+  py::dict Report() const {
+    runtime::LoaderReport r;
+    {
+      py::gil_scoped_release release;
+      r = loader_->Report();
+    }
+    py::dict d;
+    d["policy"] = policy_name_;
+    d["offloaded"] = r.offloaded;
+    py::dict plan;
+    plan["cut"] = r.cut == runtime::kCutAfterBatch ? py::object(py::str("batch"))
+                                                   : py::object(py::int_(r.cut));
+    plan["ratio"] = r.ratio;
+    plan["read_mode"] = std::string(runtime::ReadModeName(r.read_mode));
+    plan["compression"] = std::string(runtime::CompressionName(r.compression));
+    py::list shares;
+    for (const runtime::WorkerReport& w : r.workers) {
+      py::dict s;
+      s["address"] = w.address;
+      s["share"] = w.share;
+      shares.append(std::move(s));
+    }
+    plan["workers"] = std::move(shares);
+    d["plan"] = std::move(plan);
+    d["threads"] = r.threads;
+    d["samples_local"] = r.samples_local;
+    d["samples_out"] = r.samples_out;
+    d["batches_out"] = r.batches_out;
+    d["duplicates_dropped"] = r.duplicates_dropped;
+    d["requeued_samples"] = r.requeued_samples;
+    d["skipped"] = r.skipped;
+    py::list workers;
+    for (const runtime::WorkerReport& w : r.workers) {
+      py::dict wd;
+      wd["address"] = w.address;
+      wd["share"] = w.share;
+      wd["samples"] = w.samples;
+      wd["bytes_received"] = w.bytes_received;
+      wd["connected"] = w.connected;
+      wd["connects"] = w.connects;
+      wd["failures"] = w.failures;
+      wd["last_error"] = w.last_error;
+      py::list metrics;
+      for (const rpc::WorkerOpMetrics& m : w.metrics) {
+        py::dict md;
+        md["name"] = m.name;
+        md["position"] = m.position;
+        md["samples"] = m.samples;
+        md["cpu_s"] = static_cast<double>(m.cpu_ns) / 1e9;
+        md["bytes_out"] = m.bytes_out;
+        md["errors"] = m.errors;
+        metrics.append(std::move(md));
+      }
+      wd["ops"] = std::move(metrics);
+      workers.append(std::move(wd));
+    }
+    d["workers"] = std::move(workers);
+    py::list ops;
+    for (const pipeline::OpStatsSnapshot& o : r.local_ops) {
+      py::dict od;
+      od["name"] = o.name;
+      od["samples"] = o.samples;
+      od["cpu_s"] = static_cast<double>(o.cpu_ns) / 1e9;
+      od["cpu_ms_per_sample"] = o.cpu_ms_per_sample();
+      od["bytes_per_sample"] = o.bytes_per_sample();
+      od["errors"] = o.errors;
+      ops.append(std::move(od));
+    }
+    d["ops"] = std::move(ops);
+    d["warnings"] = r.warnings;
+    return d;
+  }
+
+  // (first_epoch, {epoch: bitmap bytes}): what the consumer has received so far.
+  py::tuple Progress() const {
+    pipeline::SourceProgress p;
+    {
+      py::gil_scoped_release release;
+      p = loader_->Progress();
+    }
+    py::dict consumed;
+    for (const auto& [epoch, bits] : p.consumed) {
+      consumed[py::int_(epoch)] = py::bytes(pipeline::SourceProgress::BitsToBytes(bits));
+    }
+    return py::make_tuple(p.first_epoch, consumed);
+  }
+
+  std::vector<std::string> DrainWarnings() {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    std::vector<std::string> out(warnings_.begin(), warnings_.end());
+    warnings_.clear();
+    return out;
+  }
+
+  int64_t samples_per_epoch() const { return loader_->samples_per_epoch(); }
+
+  py::list Schema() const {
+    py::list out;
+    for (const FieldSpec& f : schema_.fields()) {
+      out.append(py::make_tuple(f.name, std::string(DTypeName(f.dtype)), f.shape));
+    }
+    return out;
+  }
+
+ private:
+  void FetchLoop() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return requested_ || stop_; });
+        if (stop_) return;
+      }
+      Element element;
+      bool end = false;
+      Status status = loader_->GetNext(&element, &end);
+      std::lock_guard<std::mutex> lock(mu_);
+      requested_ = false;
+      ready_ = true;
+      status_ = std::move(status);
+      end_ = end;
+      element_ = std::move(element);
+      cv_.notify_all();
+    }
+  }
+
+  void Shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return;
+      closed_ = true;
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (loader_ != nullptr) loader_->Cancel();
+    if (fetcher_.joinable()) fetcher_.join();
+    loader_.reset();
+  }
+
+  std::unique_ptr<runtime::Loader> loader_;
+  sluice::Schema schema_;
+  std::string policy_name_;
+  std::thread fetcher_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool requested_ = false;
+  bool ready_ = false;
+  bool stop_ = false;
+  bool closed_ = false;
+  bool end_ = false;
+  Status status_;
+  Element element_;
+
+  mutable std::mutex warn_mu_;
+  std::deque<std::string> warnings_;
+};
+
+}  // namespace
+}  // namespace sluice::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace sluice;
+  using namespace sluice::python;
+  ConfigureAllocator();
+  m.doc() = "The C++ core of sluice (pipeline specs, ops, the loader). Use the `sluice` package.";
+  m.attr("__version__") = SLUICE_VERSION;
+
+  m.def("parse_spec", [](const std::string& text, const std::string& filename) {
+    return pipeline::ToCanonicalJson(ValueOrThrow(pipeline::ParseSpec(text, filename)));
+  }, py::arg("text"), py::arg("filename") = "spec",
+        "Parses a YAML or JSON spec; returns its canonical JSON. ValueError on a bad spec.");
+  m.def("load_spec", [](const std::string& path) {
+    return pipeline::ToCanonicalJson(ValueOrThrow(pipeline::LoadSpec(path)));
+  }, py::arg("path"), "Reads a spec file; returns its canonical JSON.");
+  m.def("spec_to_yaml", [](const std::string& json) {
+    return pipeline::ToYaml(ValueOrThrow(SpecFromJson(json)));
+  });
+  m.def("spec_fingerprint", [](const std::string& json) {
+    return pipeline::Fingerprint(ValueOrThrow(SpecFromJson(json)));
+  });
+  m.def("samples_per_epoch", [](const std::string& json) {
+    pipeline::PipelineSpec spec = ValueOrThrow(SpecFromJson(json));
+    StatusOr<pipeline::SourceFiles> files;
+    {
+      py::gil_scoped_release release;
+      files = pipeline::ResolveSource(spec.source);
+    }
+    return pipeline::SamplesPerEpoch(ValueOrThrow(std::move(files)), spec.take);
+  }, "Resolves the spec's source; returns the samples of one epoch.");
+  m.def("check_ops", &CheckOps, py::arg("chain"), py::arg("label") = "none",
+        py::arg("seed") = 0,
+        "Builds [(name, args), ...] on the source schema; returns each op's bound arguments.");
+  m.def("op_schemas", &OpSchemas, "The schema of every registered op.");
+  m.def("check_policy", [](const std::string& text, int num_ops) {
+    return ValueOrThrow(runtime::ParsePolicy(text, num_ops)).ToString();
+  }, py::arg("text"), py::arg("num_ops") = -1);
+
+  py::class_<Batch>(m, "Batch")
+      .def("arrays", &Batch::Arrays, "{field: numpy array sharing the C++ buffer}")
+      .def("ids", &Batch::Ids, "int64 [n, 2]: (epoch, index) of each sample")
+      .def_property_readonly("num_samples", &Batch::NumSamples)
+      .def("data_pointers", &Batch::DataPointers, "{field: address of the C++ buffer}")
+      .def("digests", &Batch::Digests, "per-sample digests as `sluice run --dump-checksum`");
+
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init([](const std::string& spec_json, const std::vector<std::string>& workers,
+                       const std::string& policy, int threads, int64_t epochs,
+                       const std::string& token, const std::string& token_file,
+                       const std::string& tls_ca, const std::string& tls_cert,
+                       const std::string& tls_key, double connect_timeout_s,
+                       uint64_t split_size, uint32_t first_epoch,
+                       const std::map<uint32_t, py::bytes>& consumed) {
+             LoaderArgs a;
+             a.spec_json = spec_json;
+             a.workers = workers;
+             a.policy = policy;
+             a.threads = threads;
+             a.epochs = epochs;
+             a.token = token;
+             a.token_file = token_file;
+             a.tls_ca = tls_ca;
+             a.tls_cert = tls_cert;
+             a.tls_key = tls_key;
+             a.connect_timeout_s = connect_timeout_s;
+             a.split_size = split_size;
+             a.first_epoch = first_epoch;
+             for (const auto& [epoch, bits] : consumed) a.consumed[epoch] = std::string(bits);
+             return std::make_unique<PyLoader>(a);
+           }),
+           py::arg("spec_json"), py::arg("workers") = std::vector<std::string>{},
+           py::arg("policy") = "none", py::arg("threads") = 0, py::arg("epochs") = 0,
+           py::arg("token") = "", py::arg("token_file") = "", py::arg("tls_ca") = "",
+           py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("connect_timeout_s") = 5.0,
+           py::arg("split_size") = 0, py::arg("first_epoch") = 0,
+           py::arg("consumed") = std::map<uint32_t, py::bytes>{})
+      .def("next", &PyLoader::Next)
+      .def("cancel", &PyLoader::Cancel)
+      .def("close", &PyLoader::Close)
+      .def("report", &PyLoader::Report)
+      .def("progress", &PyLoader::Progress)
+      .def("drain_warnings", &PyLoader::DrainWarnings)
+      .def_property_readonly("samples_per_epoch", &PyLoader::samples_per_epoch)
+      .def("schema", &PyLoader::Schema);
+}

@@ -1,0 +1,94 @@
+"""state_dict() / load_state_dict(): a resumed loader yields exactly the samples not yet
+received, with the same content, locally and with a worker; a worker killed under a Python
+loop keeps the epoch exact."""
+import pickle
+
+import numpy as np
+import pytest
+
+
+def by_id(batches):
+    """{(epoch, index): image bytes}, failing on a sample seen twice."""
+    out = {}
+    for b in batches:
+        for row, (epoch, index) in enumerate(b["sample_id"].tolist()):
+            assert (epoch, index) not in out, f"sample {(epoch, index)} delivered twice"
+            out[(epoch, index)] = b["image"][row].tobytes()
+    return out
+
+
+def take(loader, n):
+    it = iter(loader)
+    return [next(it) for _ in range(n)]
+
+
+@pytest.fixture()
+def reference(sluice, small_spec):
+    return by_id(sluice.Loader(small_spec, sample_ids=True, epochs=2))
+
+
+@pytest.mark.parametrize("batches", [5, 15])
+def test_local_round_trip_mid_epoch(sluice, small_spec, reference, batches):
+    spec = small_spec.shuffle(6)  # a shuffle buffer mixes the epochs' samples
+    reference = by_id(sluice.Loader(spec, sample_ids=True, epochs=2))
+    loader = sluice.Loader(spec, sample_ids=True, epochs=2)
+    head = take(loader, batches)
+    state = pickle.loads(pickle.dumps(loader.state_dict()))
+    loader.close()
+    assert state["fingerprint"] == spec.fingerprint()
+    resumed = sluice.Loader(spec, sample_ids=True, epochs=2)
+    resumed.load_state_dict(state)
+    tail = list(resumed)
+    got = by_id(head + tail)
+    assert got == reference
+    assert len(tail) * 4 <= 96 - batches * 4 + 4
+
+
+def test_round_trip_with_a_worker(sluice, small_spec, reference, worker):
+    kwargs = dict(sample_ids=True, epochs=2, workers=[worker.address],
+                  policy="fixed:cut=2,ratio=0.6", split_size=4)
+    loader = sluice.Loader(small_spec, **kwargs)
+    head = take(loader, 7)
+    assert loader.report()["offloaded"] is True
+    state = loader.state_dict()
+    loader.close()
+    resumed = sluice.Loader(small_spec, **kwargs)
+    resumed.load_state_dict(state)
+    tail = list(resumed)
+    report = resumed.report()
+    assert report["workers"][0]["samples"] > 0
+    assert by_id(head + tail) == reference
+
+
+def test_state_of_another_pipeline_is_refused(sluice, small_spec):
+    state = sluice.Loader(small_spec).state_dict()
+    other = sluice.Loader(small_spec.prefetch(3))
+    with pytest.raises(ValueError, match="another pipeline"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError, match="epochs=1"):
+        sluice.Loader(small_spec, epochs=3).load_state_dict(state)
+
+
+def test_state_after_a_pass_resumes_at_the_next_pass(sluice, small_spec):
+    loader = sluice.Loader(small_spec, sample_ids=True)
+    list(loader)
+    state = loader.state_dict()
+    assert state["first_epoch"] == 1 and state["consumed"] == {}
+    resumed = sluice.Loader(small_spec, sample_ids=True)
+    resumed.load_state_dict(state)
+    epochs = {e for b in resumed for e in b["sample_id"][:, 0].tolist()}
+    assert epochs == {1}
+
+
+def test_worker_killed_mid_loop_keeps_the_epoch_exact(sluice, small_spec, start_worker):
+    w = start_worker()
+    loader = sluice.Loader(small_spec, sample_ids=True, epochs=2, workers=[w.address],
+                           policy="fixed:cut=3,ratio=0.8", split_size=4)
+    seen = []
+    with pytest.warns(sluice.SluiceWarning):
+        for i, batch in enumerate(loader):
+            seen.append(batch)
+            if i == 1:
+                w.kill()
+    ids = sorted(by_id(seen))
+    assert ids == [(e, i) for e in (0, 1) for i in range(48)]
