@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import threading
@@ -134,23 +135,52 @@ def main():
     parser.add_argument("--threads", default="1,2", help="thread / worker counts to measure")
     parser.add_argument("--batches", type=int, default=20, help="timed batches of 64")
     parser.add_argument("--systems", default="sluice_run,sluice_torch,torch_dataloader")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds; each round runs every measurement once (interleaved), "
+                             "and the medians are reported")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.threads = int(args.threads)
         return run_loader_child(args)
     runners = {"sluice_run": run_cli, "sluice_torch": run_loader, "torch_dataloader": run_torch}
+    rounds = {}
+    for round_ in range(args.repeats):
+        for threads in [int(t) for t in args.threads.split(",")]:
+            for system in args.systems.split(","):
+                r = runners[system](args, threads)
+                rounds.setdefault((system, threads), []).append(r)
+                print(f"python_bench: round {round_ + 1}: {system} threads={threads}: "
+                      f"{r['samples_per_s']:.1f} samples/s, "
+                      f"peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB", file=sys.stderr)
     results = []
+    for (system, threads), runs in rounds.items():
+        rates = sorted(r["samples_per_s"] for r in runs)
+        rss = sorted(r["peak_rss_bytes"] for r in runs)
+        results.append({"system": system, "threads": threads,
+                        "samples_per_s": statistics.median(rates),
+                        "peak_rss_bytes": statistics.median(rss),
+                        "runs": runs})
+    by = {(r["system"], r["threads"]): r for r in results}
+    ratios = {}
     for threads in [int(t) for t in args.threads.split(",")]:
-        for system in args.systems.split(","):
-            r = runners[system](args, threads)
-            r = {"system": system, "threads": threads, **r}
-            results.append(r)
-            print(f"python_bench: {system} threads={threads}: {r['samples_per_s']:.1f} samples/s, "
-                  f"peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB", file=sys.stderr)
+        run_cli_r = by.get(("sluice_run", threads))
+        torch_r = by.get(("sluice_torch", threads))
+        dl = by.get(("torch_dataloader", threads))
+        if run_cli_r and torch_r:
+            ratios[f"sluice_torch/sluice_run@{threads}"] = (torch_r["samples_per_s"] /
+                                                            run_cli_r["samples_per_s"])
+        if torch_r and dl:
+            ratios[f"sluice_torch/dataloader@{threads}"] = (torch_r["samples_per_s"] /
+                                                            dl["samples_per_s"])
+            ratios[f"peak_rss sluice_torch/dataloader@{threads}"] = (torch_r["peak_rss_bytes"] /
+                                                                     dl["peak_rss_bytes"])
+    for k, v in ratios.items():
+        print(f"python_bench: {k} = {v:.3f}", file=sys.stderr)
     print(json.dumps({"config": {"pipeline": str(PIPELINE.relative_to(ROOT)), "files": args.files,
-                                 "batches": args.batches, "batch_size": 64},
-                      "results": results}, indent=1))
+                                 "batches": args.batches, "batch_size": 64,
+                                 "repeats": args.repeats},
+                      "results": results, "ratios": ratios}, indent=1))
 
 
 if __name__ == "__main__":

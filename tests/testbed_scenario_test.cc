@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "sluice/testbed/scenario.h"
@@ -78,6 +79,23 @@ struct BadCase {
   std::string expected;  // a substring of the message
 };
 
+TEST(TestbedScenarioTest, DataOfEitherGeneratorBecomesGenDataFlags) {
+  StatusOr<Scenario> wav = ParseScenario(
+      Edit("kind: jpeg, count: 2000, seed: 1, width: 64",
+           "kind: wav, count: 20, seed: 3, sample_rate: 22050"),
+      "s.yaml");
+  ASSERT_TRUE(wav.ok()) << wav.status();
+  EXPECT_EQ(wav->data_kind, "wav");
+  EXPECT_EQ(wav->data_options, (std::map<std::string, std::string>{{"sample-rate", "22050"}}));
+
+  StatusOr<Scenario> boxes = ParseScenario(Edit("width: 64", "boxes: true"), "s.yaml");
+  ASSERT_TRUE(boxes.ok()) << boxes.status();
+  EXPECT_EQ(boxes->data_options, (std::map<std::string, std::string>{{"boxes", ""}}));
+  StatusOr<Scenario> no_boxes = ParseScenario(Edit("width: 64", "boxes: false"), "s.yaml");
+  ASSERT_TRUE(no_boxes.ok()) << no_boxes.status();
+  EXPECT_TRUE(no_boxes->data_options.empty());
+}
+
 TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
   const BadCase cases[] = {
       {"bad unit", Edit("bandwidth: 100mbit", "bandwidth: 100mbps"),
@@ -98,7 +116,15 @@ TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
       {"unknown top-level key", Edit("steps: 400", "stepz: 400"),
        "s.yaml:10:1: stepz: unknown key"},
       {"bad count", Edit("count: 2000", "count: many"), "data.count: expected an integer"},
-      {"bad kind", Edit("kind: jpeg", "kind: wav"), "data.kind: supported kinds: jpeg"},
+      {"bad kind", Edit("kind: jpeg", "kind: png"), "data.kind: supported kinds: jpeg, wav"},
+      {"jpeg option on wav", Edit("kind: jpeg", "kind: wav"),
+       "s.yaml:3:48: data.width: applies to kind: jpeg only"},
+      {"wav option on jpeg", Edit("width: 64", "sample_rate: 16000"),
+       "data.sample_rate: applies to kind: wav only"},
+      {"bad sample rate", Edit("kind: jpeg, count: 2000, seed: 1, width: 64",
+                               "kind: wav, count: 2000, seed: 1, sample_rate: 44100"),
+       "data.sample_rate: expected 16000 or 22050"},
+      {"bad boxes", Edit("width: 64", "boxes: maybe"), "data.boxes: expected true or false"},
       {"workers not a list", Edit("workers:\n", "workers: 3\nx:\n"), "workers"},
       {"syntax", "name: [unclosed", "s.yaml:1:"},
   };

@@ -296,10 +296,11 @@ class BenchRunner {
 };
 
 Status BenchRunner::GenerateData() {
-  data_dir_ = options_.data_dir.empty()
-                  ? absl::StrCat(options_.work_dir, "/data-", scenario_.data_kind, "-",
-                                 scenario_.data_count, "-", scenario_.data_seed)
-                  : options_.data_dir;
+  // One folder per data set (kind, count, seed, options) under the work or data dir, so
+  // scenarios that share a data dir never share files they do not both want.
+  data_dir_ = absl::StrCat(options_.data_dir.empty() ? options_.work_dir : options_.data_dir,
+                           "/data-", scenario_.data_kind, "-", scenario_.data_count, "-",
+                           scenario_.data_seed);
   for (const auto& [k, v] : scenario_.data_options) absl::StrAppend(&data_dir_, "-", k, v);
   const std::string marker = data_dir_ + "/.bench-complete";
   if (fs::exists(marker)) {
@@ -315,7 +316,7 @@ Status BenchRunner::GenerateData() {
       "--threads", absl::StrCat(std::max(1u, std::thread::hardware_concurrency()))};
   for (const auto& [k, v] : scenario_.data_options) {
     argv.push_back("--" + k);
-    argv.push_back(v);
+    if (!v.empty()) argv.push_back(v);  // empty: a flag without a value (--boxes)
   }
   std::fprintf(stderr, "sluice bench: data: generating %lld %s files in %s\n",
                static_cast<long long>(scenario_.data_count), scenario_.data_kind.c_str(),
@@ -395,7 +396,7 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       "train",
       scenario_.ResolvePipelinePath(),
       "--files",
-      data_dir_ + "/**/*.jpg",
+      data_dir_ + (scenario_.data_kind == "wav" ? "/**/*.wav" : "/**/*.jpg"),
       "--accelerator-ms",
       absl::StrCat(scenario_.accelerator_ms),
       "--steps",
@@ -704,7 +705,8 @@ int BenchCommand(const std::vector<std::string>& args) {
                   "OUT-sweep.png when an oracle ran");
   flags.AddString("work-dir", &options.work_dir, "DIR",
                   "logs, per-run JSON and the generated data (default: /tmp/sluice-bench)");
-  flags.AddString("data-dir", &options.data_dir, "DIR", "where the data set is generated");
+  flags.AddString("data-dir", &options.data_dir, "DIR",
+                  "where data sets are generated (one folder per data set; default: the work dir)");
   flags.AddBool("no-verify", &no_verify, "skip the link and CPU verification");
   flags.AddDouble("run-timeout", &run_timeout_s, "S", "give up on one train run after S", 1, 1e6);
   flags.AddDouble("hold", &hold_s, "S",

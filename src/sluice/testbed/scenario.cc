@@ -142,7 +142,9 @@ class Parser {
       const std::string path = Join("data", key);
       if (key == "kind") {
         SLUICE_ASSIGN_OR_RETURN(sc.data_kind, String(kv.second, path));
-        if (sc.data_kind != "jpeg") return Error(kv.second, path, "supported kinds: jpeg");
+        if (sc.data_kind != "jpeg" && sc.data_kind != "wav") {
+          return Error(kv.second, path, "supported kinds: jpeg, wav");
+        }
       } else if (key == "count") {
         SLUICE_ASSIGN_OR_RETURN(sc.data_count, Integer(kv.second, path, 1));
       } else if (key == "seed") {
@@ -151,11 +153,30 @@ class Parser {
       } else if (key == "width" || key == "height" || key == "quality" || key == "classes") {
         SLUICE_ASSIGN_OR_RETURN(int64_t v, Integer(kv.second, path, 1));
         sc.data_options[key] = absl::StrCat(v);
+      } else if (key == "sample_rate") {
+        SLUICE_ASSIGN_OR_RETURN(int64_t v, Integer(kv.second, path, 1));
+        if (v != 16000 && v != 22050) return Error(kv.second, path, "expected 16000 or 22050");
+        sc.data_options["sample-rate"] = absl::StrCat(v);
+      } else if (key == "boxes") {
+        bool boxes = false;
+        if (!kv.second.IsScalar() || !YAML::convert<bool>::decode(kv.second, boxes)) {
+          return Error(kv.second, path, "expected true or false");
+        }
+        if (boxes) sc.data_options["boxes"] = "";  // a flag without a value
       } else {
         return Error(kv.first, path,
                      "unknown key (expected one of: kind, count, seed, width, height, quality, "
-                     "classes)");
+                     "classes, boxes (jpeg), sample_rate (wav))");
       }
+    }
+    // Options of one generator only.
+    for (const char* jpeg_only : {"width", "height", "quality", "boxes"}) {
+      if (sc.data_kind == "wav" && sc.data_options.count(jpeg_only)) {
+        return Error(data[jpeg_only], Join("data", jpeg_only), "applies to kind: jpeg only");
+      }
+    }
+    if (sc.data_kind == "jpeg" && sc.data_options.count("sample-rate")) {
+      return Error(data["sample_rate"], "data.sample_rate", "applies to kind: wav only");
     }
     if (!data["count"]) return Error(data, "data.count", "missing");
 
