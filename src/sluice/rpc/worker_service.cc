@@ -422,7 +422,10 @@ void WorkerSession::Flush(FlushJob job) {
     }
     if (encoded->wire_bytes() > limit) {
       status = absl::ResourceExhaustedError(absl::StrCat(
-          group.size() == 1 ? absl::StrCat("sample ", group[0].origin) : std::string("chunk"),
+          group.size() != 1 ? std::string("chunk")
+          : group[0].members.empty()
+              ? absl::StrCat("sample ", group[0].origin)
+              : absl::StrCat("a batch of ", group[0].members.size(), " samples"),
           " is ", encoded->wire_bytes(), " bytes on the wire, over the message limit of ",
           message_limit_, " bytes (worker --max-message-bytes, trainer max_message_bytes)"));
       break;
