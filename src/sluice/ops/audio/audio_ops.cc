@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
+#include "sluice/ops/audio/fast_math.h"
 #include "sluice/ops/generic/generic_ops.h"
 #include "sluice/ops/generic/numeric.h"
 #include "sluice/ops/op_util.h"
@@ -27,6 +27,22 @@ std::vector<float> MonoSignal(const Tensor& t) {
     mono[i] = sum / static_cast<float>(c);
   }
   return mono;
+}
+
+// The samples of a signal tensor as one mono channel: the tensor's own memory when it has one
+// channel, else the channel average written to `*storage`.
+const float* MonoView(const Tensor& t, std::vector<float>* storage) {
+  if (t.rank() == 1 || t.dim(1) == 1) return t.data<float>();
+  *storage = MonoSignal(t);
+  return storage->data();
+}
+
+// True when `consumer` reads the field named `name` (its `field` argument).
+bool ReadsField(const Op& consumer, const std::string& name) {
+  const auto& args = consumer.args().values();
+  auto field = args.find("field");
+  return field != args.end() && std::holds_alternative<std::string>(field->second) &&
+         std::get<std::string>(field->second) == name;
 }
 
 // A signal field: f32[samples] or f32[samples, channels].
@@ -101,28 +117,44 @@ class AddNoiseOp final : public Op {
         audio_(audio),
         snr_db_(this->args().Float("snr_db")) {}
 
+  // When the next op reads only the leading samples (rfft with a fixed n) and our output's
+  // length is not fixed by the schema, only those samples get noise and are passed on; the
+  // noise power still comes from the whole signal, and the samples kept are the same.
+  void SetScaleConsumer(const Op* consumer, OpContext consumer_ctx) override {
+    const FieldSpec& spec = input_schema().field(audio_);
+    if (spec.rank() == 0 || spec.shape[0] != kUnknownDim || !ReadsField(*consumer, spec.name)) {
+      return;
+    }
+    consumer_ = consumer;
+    consumer_ctx_ = consumer_ctx;
+  }
+
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, audio_));
     const int64_t n = in->num_elements();
     if (n == 0) return absl::OkStatus();
     const float* p = in->data<float>();
-    double power = 0;
-    for (int64_t i = 0; i < n; ++i) power += static_cast<double>(p[i]) * p[i];
-    power /= static_cast<double>(n);
-    const double sigma = std::sqrt(power / std::pow(10.0, snr_db_ / 10.0));
-    Tensor out = Tensor::Empty(DType::kF32, in->shape());
-    float* o = out.mutable_data<float>();
-    Rng rng = ctx.MakeRng(element);
-    // Box-Muller in float: two normal draws per pair of uniforms.
-    const float s = static_cast<float>(sigma);
-    constexpr float kTwoPi = 2 * std::numbers::pi_v<float>;
-    for (int64_t i = 0; i < n; i += 2) {
-      const float u1 = static_cast<float>(1.0 - rng.Uniform());  // in (0, 1]
-      const float angle = kTwoPi * static_cast<float>(rng.Uniform());
-      const float r = s * std::sqrt(-2.0f * std::log(std::max(u1, 1e-30f)));
-      o[i] = p[i] + r * std::cos(angle);
-      if (i + 1 < n) o[i + 1] = p[i + 1] + r * std::sin(angle);
+    Shape out_shape = in->shape();
+    if (consumer_ != nullptr) {
+      const int64_t rows = in->dim(0);
+      const DecodeRequest r =
+          consumer_->NeededInput(element, consumer_ctx_, rows, in->rank() > 1 ? in->dim(1) : 1);
+      if (r.height > 0) out_shape[0] = std::min(rows, r.y + r.height);
     }
+    // Mean power in double, four partial sums (independent, so they pipeline).
+    double acc[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(p[i + k]) * p[i + k];
+    }
+    for (; i < n; ++i) acc[0] += static_cast<double>(p[i]) * p[i];
+    const double power = (acc[0] + acc[1] + acc[2] + acc[3]) / static_cast<double>(n);
+    const double sigma = std::sqrt(power / std::pow(10.0, snr_db_ / 10.0));
+    Tensor out = Tensor::Empty(DType::kF32, out_shape);
+    // Box-Muller in float on lane-parallel xoshiro128++ seeded from the identity seed (the
+    // noise of a prefix does not depend on the length generated).
+    fastmath::GaussianNoiseAdd(p, out.num_elements(), static_cast<float>(sigma),
+                               ctx.MakeRng(element).NextU64(), out.mutable_data<float>());
     element.tensors[audio_] = std::move(out);
     return absl::OkStatus();
   }
@@ -130,6 +162,8 @@ class AddNoiseOp final : public Op {
  private:
   int audio_;
   double snr_db_;
+  const Op* consumer_ = nullptr;  // set once at build time, before any Apply
+  OpContext consumer_ctx_;
 };
 
 // --- spectrogram ----------------------------------------------------------------------------
@@ -147,9 +181,9 @@ class SpectrogramOp final : public Op {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, in_));
     const std::string& name = input_schema().field(in_).name;
     SLUICE_RETURN_IF_ERROR(CheckNotEmptySignal(*in, name));
-    const std::vector<float> mono = MonoSignal(*in);
-    SLUICE_ASSIGN_OR_RETURN(Tensor spec,
-                            Spectrogram(mono.data(), static_cast<int64_t>(mono.size()), params_));
+    std::vector<float> storage;
+    const float* mono = MonoView(*in, &storage);
+    SLUICE_ASSIGN_OR_RETURN(Tensor spec, Spectrogram(mono, in->dim(0), params_));
     StoreReplacing(element, in_, out_, name == args().String("output"), std::move(spec));
     return absl::OkStatus();
   }
@@ -227,7 +261,7 @@ class LogOp final : public Op {
     Tensor out = Tensor::Empty(DType::kF32, in->shape());
     const float* x = in->data<float>();
     float* o = out.mutable_data<float>();
-    for (int64_t i = 0; i < in->num_elements(); ++i) o[i] = std::log(x[i] + eps_);
+    fastmath::LogPlusEps(x, eps_, in->num_elements(), o);
     element.tensors[field_] = std::move(out);
     return absl::OkStatus();
   }
@@ -248,12 +282,28 @@ class RfftOp final : public Op {
         n_(this->args().Int("n")),
         frames_(this->args().Bool("frames")) {}
 
+  // With a fixed n (and not frames), only the first n samples are read: an op right before
+  // (decode_wav, add_noise) may pass on only those.
+  Geometry geometry() const override {
+    return !frames_ && n_ > 0 ? Geometry::kScaleConsumer : Geometry::kOther;
+  }
+
+  DecodeRequest NeededInput(const Element& element, const OpContext& ctx, int64_t full_height,
+                            int64_t full_width) const override {
+    DecodeRequest r;
+    if (geometry() != Geometry::kScaleConsumer) return r;
+    r.width = full_width;
+    r.height = std::min(full_height, n_);
+    return r;
+  }
+
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, in_));
     const std::string& name = input_schema().field(in_).name;
     SLUICE_RETURN_IF_ERROR(CheckNotEmptySignal(*in, name));
-    const std::vector<float> mono = MonoSignal(*in);
-    const int64_t len = static_cast<int64_t>(mono.size());
+    std::vector<float> storage;
+    const float* mono = MonoView(*in, &storage);
+    const int64_t len = in->dim(0);
     Tensor out;
     if (frames_) {
       const int64_t count = len / n_;
@@ -264,12 +314,12 @@ class RfftOp final : public Op {
       const int64_t bins = n_ / 2 + 1;
       out = Tensor::Empty(DType::kF32, {count, bins});
       for (int64_t f = 0; f < count; ++f) {
-        RfftMagnitude(mono.data() + f * n_, n_, n_, out.mutable_data<float>() + f * bins);
+        RfftMagnitude(mono + f * n_, n_, n_, out.mutable_data<float>() + f * bins);
       }
     } else {
       const int64_t n_fft = n_ > 0 ? n_ : len;
       out = Tensor::Empty(DType::kF32, {n_fft / 2 + 1});
-      RfftMagnitude(mono.data(), len, n_fft, out.mutable_data<float>());
+      RfftMagnitude(mono, len, n_fft, out.mutable_data<float>());
     }
     StoreReplacing(element, in_, out_, name == args().String("output"), std::move(out));
     return absl::OkStatus();
@@ -299,21 +349,29 @@ class NormalizeFeaturesOp final : public Op {
     }
     const float* x = in->data<float>();
     float* o = out.mutable_data<float>();
-    std::vector<double> mean(static_cast<size_t>(features), 0.0);
-    std::vector<double> var(static_cast<size_t>(features), 0.0);
-    for (int64_t t = 0; t < frames; ++t) {
-      for (int64_t k = 0; k < features; ++k) mean[k] += x[t * features + k];
-    }
-    for (double& m : mean) m /= static_cast<double>(frames);
-    for (int64_t t = 0; t < frames; ++t) {
+    // One pass: per column, the sums of d and d^2 for d = x - (the first row's value), in
+    // double. The shift keeps the variance free of cancellation when |mean| >> deviation;
+    // the inner loop runs along a row, so each column's sums vectorise.
+    std::vector<double> sum(static_cast<size_t>(features), 0.0);
+    std::vector<double> sum_sq(static_cast<size_t>(features), 0.0);
+    for (int64_t t = 1; t < frames; ++t) {
+      const float* row = x + t * features;
       for (int64_t k = 0; k < features; ++k) {
-        const double d = x[t * features + k] - mean[k];
-        var[k] += d * d;
+        const double d = static_cast<double>(row[k]) - static_cast<double>(x[k]);
+        sum[k] += d;
+        sum_sq[k] += d * d;
       }
+    }
+    std::vector<double> mean(static_cast<size_t>(features)), var(static_cast<size_t>(features));
+    const double count = static_cast<double>(frames);
+    for (int64_t k = 0; k < features; ++k) {
+      const double m = sum[k] / count;
+      mean[k] = static_cast<double>(x[k]) + m;
+      var[k] = std::max(0.0, sum_sq[k] / count - m * m);  // population variance
     }
     std::vector<float> scale(static_cast<size_t>(features)), shift(static_cast<size_t>(features));
     for (int64_t k = 0; k < features; ++k) {
-      const double inv = 1.0 / std::sqrt(var[k] / static_cast<double>(frames) + eps_);
+      const double inv = 1.0 / std::sqrt(var[k] + eps_);
       scale[k] = static_cast<float>(inv);
       shift[k] = static_cast<float>(-mean[k] * inv);
     }
@@ -344,6 +402,24 @@ class PadOrTrimOp final : public Op {
         axis_(static_cast<int>(this->args().Int("axis"))),
         value_(this->args().Float("value")) {}
 
+  // On axis 0 of an f32 field (audio samples) only the first `length` rows are read, so a
+  // decoder right before it (decode_wav) need convert no more. Other fields: kOther, so an
+  // image decoder before it keeps decoding everything.
+  Geometry geometry() const override {
+    const FieldSpec& spec = input_schema().field(field_);
+    return axis_ == 0 && spec.dtype == DType::kF32 && spec.rank() <= 2 ? Geometry::kScaleConsumer
+                                                                        : Geometry::kOther;
+  }
+
+  DecodeRequest NeededInput(const Element& element, const OpContext& ctx, int64_t full_height,
+                            int64_t full_width) const override {
+    DecodeRequest r;
+    if (geometry() != Geometry::kScaleConsumer) return r;
+    r.width = full_width;
+    r.height = std::min(full_height, length_);
+    return r;
+  }
+
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, field_));
     const Shape& shape = in->shape();
@@ -356,16 +432,22 @@ class PadOrTrimOp final : public Op {
     out_shape[axis_] = length_;
     Tensor out = Tensor::Empty(in->dtype(), out_shape);
     const size_t item = DTypeSize(in->dtype());
-    // One padding row (inner elements), copied wherever padding goes.
-    std::vector<uint8_t> pad(static_cast<size_t>(inner) * item);
-    for (int64_t i = 0; i < inner; ++i) StoreNumber(in->dtype(), pad.data(), i, value_);
     const uint8_t* src = in->raw();
     uint8_t* dst = out.mutable_raw();
     const size_t row = static_cast<size_t>(inner) * item;
+    // Zero (+0.0) padding is all-zero bytes in every numeric dtype: one memset per block.
+    const bool zero = value_ == 0.0 && !std::signbit(value_);
+    // Otherwise one padding row (inner elements), copied wherever padding goes.
+    std::vector<uint8_t> pad(zero ? 0 : row);
+    for (int64_t i = 0; !zero && i < inner; ++i) StoreNumber(in->dtype(), pad.data(), i, value_);
     for (int64_t o = 0; o < outer; ++o) {
       const uint8_t* s = src + static_cast<size_t>(o * have) * row;
       uint8_t* d = dst + static_cast<size_t>(o * length_) * row;
       if (keep > 0) std::memcpy(d, s, static_cast<size_t>(keep) * row);
+      if (zero) {
+        std::memset(d + keep * row, 0, static_cast<size_t>(length_ - keep) * row);
+        continue;
+      }
       for (int64_t r = keep; r < length_; ++r) std::memcpy(d + r * row, pad.data(), row);
     }
     element.tensors[field_] = std::move(out);

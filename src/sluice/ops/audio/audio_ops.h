@@ -3,11 +3,13 @@
 // pure signal-processing functions they are made of (exposed for tests and tools).
 //
 // Every op is immutable once built; Apply() is safe to call from any thread. The pure
-// functions keep no state between calls and are safe from any thread. FFTs come from kissfft.
+// functions are safe from any thread (FFT plans and scratch are kept per thread). FFTs:
+// lane-parallel SIMD transforms (lane_fft.h) where the size allows, else kissfft / OpenCV.
 #ifndef SLUICE_OPS_AUDIO_AUDIO_OPS_H_
 #define SLUICE_OPS_AUDIO_AUDIO_OPS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -37,8 +39,12 @@ struct WavAudio {
 // Parses a RIFF/WAVE file: PCM 8 (unsigned), 16, 24, 32-bit and IEEE float 32-bit,
 // 1 or 2 channels, WAVE_FORMAT_EXTENSIBLE with those subformats. Unknown chunks are skipped.
 // With `mono`, channels are averaged into one. Errors say what is wrong: "truncated",
-// "not a RIFF/WAVE file", "unsupported format".
-StatusOr<WavAudio> ParseWav(std::string_view bytes, bool mono);
+// "not a RIFF/WAVE file", "unsupported format". `frames_to_decode`, when given, is called
+// with the file's frame count once the header is read and returns how many leading frames
+// to convert (the rest are not converted and not returned); the whole file is still checked.
+StatusOr<WavAudio> ParseWav(
+    std::string_view bytes, bool mono,
+    const std::function<int64_t(int64_t frames)>& frames_to_decode = nullptr);
 
 // A 16-bit PCM WAV file of `samples` (f32 [frames, channels]; v * 32768, saturated).
 std::string EncodeWav16(const Tensor& samples, int64_t sample_rate);

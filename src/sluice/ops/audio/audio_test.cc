@@ -274,6 +274,94 @@ TEST(PadOrTrimTest, PadsTrimsAndRecordsTheLength) {
           .ok());
 }
 
+// decode_wav -> pad_or_trim on axis 0: the decoder converts only the frames kept, and the
+// result (samples and recorded length) is the same as decoding everything.
+TEST(DecodeWavOpTest, ConvertsOnlyWhatPadOrTrimKeeps) {
+  std::string pcm;
+  for (int i = 0; i < 1000; ++i) {
+    Put16(&pcm, static_cast<uint16_t>(static_cast<int16_t>((i * 37) % 20000 - 10000)));
+  }
+  const std::string wav = MakeWav(1, 1, 16000, 16, pcm);
+  StatusOr<WavAudio> head = ParseWav(wav, true, [](int64_t frames) {
+    EXPECT_EQ(frames, 1000);
+    return int64_t{300};
+  });
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->samples.shape(), (Shape{300, 1}));
+  const Schema input({FieldSpec{"data", DType::kBytes, {kUnknownDim}}});
+  for (int64_t length : {256, 4000}) {
+    for (const char* field : {"audio", "other"}) {
+      Element result[2];
+      for (bool linked : {true, false}) {
+        Schema schema = input;
+        if (std::string(field) == "other") schema.Set(FieldSpec{"other", DType::kF32, {3, 1}});
+        auto decode = Registry::Builtin().Create("decode_wav", {{"mono", true}}, schema);
+        ASSERT_TRUE(decode.ok()) << decode.status();
+        auto pad = Registry::Builtin().Create("pad_or_trim",
+                                              {{"field", std::string(field)},
+                                               {"length", length},
+                                               {"length_field", std::string("n")}},
+                                              (*decode)->output_schema());
+        ASSERT_TRUE(pad.ok()) << pad.status();
+        if (linked) (*decode)->SetScaleConsumer(pad->get(), OpContext{0, 1});
+        Element& e = result[linked];
+        e.tensors.push_back(Tensor::FromBytes(wav));
+        if (std::string(field) == "other") {
+          Tensor other = Tensor::Empty(DType::kF32, {3, 1});
+          std::fill_n(other.mutable_data<float>(), 3, 0.5f);
+          e.tensors.push_back(other);
+        }
+        ASSERT_TRUE((*decode)->Apply(e, OpContext{0, 0}).ok());
+        const int audio = (*decode)->output_schema().IndexOf("audio");
+        // Only a pad_or_trim of the audio itself may cut the decode short.
+        const bool cut = linked && length < 1000 && std::string(field) == "audio";
+        EXPECT_EQ(e.tensors[audio].dim(0), cut ? length : 1000);
+        ASSERT_TRUE((*pad)->Apply(e, OpContext{0, 1}).ok());
+      }
+      ASSERT_EQ(result[0].tensors.size(), result[1].tensors.size());
+      for (size_t i = 0; i < result[0].tensors.size(); ++i) {
+        EXPECT_TRUE(result[0].tensors[i].Equals(result[1].tensors[i]))
+            << field << " " << length << " " << i;
+      }
+    }
+  }
+}
+
+// decode_wav -> add_noise -> rfft(n): linked as the pipeline links them, add_noise passes on
+// only the n samples the rfft reads (decode_wav, followed by add_noise, converts everything);
+// the spectrum is the same bits as unlinked.
+TEST(AddNoiseTest, PassesOnOnlyWhatRfftReadsWithTheSameResult) {
+  std::string pcm;
+  for (int i = 0; i < 3000; ++i) {
+    Put16(&pcm, static_cast<uint16_t>(static_cast<int16_t>((i * 53) % 16000 - 8000)));
+  }
+  const std::string wav = MakeWav(1, 1, 16000, 16, pcm);
+  const Schema input({FieldSpec{"data", DType::kBytes, {kUnknownDim}}});
+  Tensor spectrum[2];
+  for (bool linked : {true, false}) {
+    auto decode = Registry::Builtin().Create("decode_wav", {{"mono", true}}, input);
+    ASSERT_TRUE(decode.ok()) << decode.status();
+    auto noise =
+        Registry::Builtin().Create("add_noise", {{"snr_db", 10.0}}, (*decode)->output_schema());
+    ASSERT_TRUE(noise.ok()) << noise.status();
+    auto rfft = Registry::Builtin().Create("rfft", {{"n", int64_t{1024}}}, (*noise)->output_schema());
+    ASSERT_TRUE(rfft.ok()) << rfft.status();
+    if (linked) (*noise)->SetScaleConsumer(rfft->get(), OpContext{5, 2});
+    Element e;
+    e.id.index = 17;
+    e.tensors.push_back(Tensor::FromBytes(wav));
+    ASSERT_TRUE((*decode)->Apply(e, OpContext{5, 0}).ok());
+    const int audio = (*decode)->output_schema().IndexOf("audio");
+    EXPECT_EQ(e.tensors[audio].dim(0), 3000);
+    ASSERT_TRUE((*noise)->Apply(e, OpContext{5, 1}).ok());
+    EXPECT_EQ(e.tensors[audio].dim(0), linked ? 1024 : 3000);
+    ASSERT_TRUE((*rfft)->Apply(e, OpContext{5, 2}).ok());
+    spectrum[linked] = e.tensors[(*rfft)->output_schema().IndexOf("fft")];
+  }
+  EXPECT_EQ(spectrum[0].shape(), (Shape{513}));
+  EXPECT_TRUE(spectrum[0].Equals(spectrum[1]));
+}
+
 TEST(AudioPipelineTest, WavToLogMelShapes) {
   const std::vector<float> x = Sine(8000, 440, 16000);
   Tensor audio = Tensor::Empty(DType::kF32, {8000, 1});

@@ -1,6 +1,10 @@
 // The signal processing under the audio ops: windows, STFT, real-FFT magnitudes, mel
-// filterbanks and windowed-sinc resampling. FFTs are kissfft's; plans are made per call
-// because a kissfft plan keeps scratch space and so cannot be shared between threads.
+// filterbanks and windowed-sinc resampling. Single long FFTs are kissfft's: a kissfft plan
+// keeps scratch space and so cannot be shared between threads, and making one costs more
+// than the transform (twiddles), so each thread keeps its plans per size. The STFT's many
+// short transforms run eight frames at a time in SIMD lanes (LaneRealFft, when n_fft / 2
+// factors into 2, 3, 5), else through OpenCV's row-wise DFT in one call (either is faster
+// than one kissfft per frame).
 #include <kiss_fft.h>
 #include <kiss_fftr.h>
 
@@ -9,8 +13,10 @@
 #include <memory>
 #include <numbers>
 #include <numeric>
+#include <opencv2/core.hpp>
 
 #include "sluice/ops/audio/audio_ops.h"
+#include "sluice/ops/audio/lane_fft.h"
 
 namespace sluice::ops {
 namespace {
@@ -24,6 +30,62 @@ struct FftFree {
   void operator()(kiss_fft_cfg cfg) const { kiss_fft_free(cfg); }
 };
 using FftPlan = std::unique_ptr<std::remove_pointer_t<kiss_fft_cfg>, FftFree>;
+
+// This thread's plan for a transform of size n, made on first use. A few sizes are kept
+// (pipelines use one or two); the oldest goes when a new size needs room.
+template <typename Plan, typename Alloc>
+auto* CachedPlan(std::vector<std::pair<int64_t, Plan>>& cache, int64_t n, Alloc alloc) {
+  for (auto& [size, plan] : cache) {
+    if (size == n) return plan.get();
+  }
+  constexpr size_t kMaxPlans = 4;
+  if (cache.size() == kMaxPlans) cache.erase(cache.begin());
+  cache.emplace_back(n, Plan(alloc(static_cast<int>(n))));
+  return cache.back().second.get();
+}
+
+kiss_fftr_cfg RealPlan(int64_t n) {
+  thread_local std::vector<std::pair<int64_t, FftrPlan>> cache;
+  return CachedPlan(cache, n, [](int size) { return kiss_fftr_alloc(size, 0, nullptr, nullptr); });
+}
+
+kiss_fft_cfg ComplexPlan(int64_t n) {
+  thread_local std::vector<std::pair<int64_t, FftPlan>> cache;
+  return CachedPlan(cache, n, [](int size) { return kiss_fft_alloc(size, 0, nullptr, nullptr); });
+}
+
+// This thread's lane-parallel FFT of size n, or nullptr when there is none for n.
+LaneRealFft* CachedLaneFft(int64_t n) {
+  thread_local std::vector<std::pair<int64_t, std::unique_ptr<LaneRealFft>>> cache;
+  for (auto& [size, fft] : cache) {
+    if (size == n) return fft.get();
+  }
+  if (cache.size() == 4) cache.erase(cache.begin());
+  cache.emplace_back(n, LaneRealFft::Make(n));
+  return cache.back().second.get();
+}
+
+// This thread's long lane-parallel FFT of size n, or nullptr when there is none for n.
+LongRealFft* CachedLongFft(int64_t n) {
+  thread_local std::vector<std::pair<int64_t, std::unique_ptr<LongRealFft>>> cache;
+  for (auto& [size, fft] : cache) {
+    if (size == n) return fft.get();
+  }
+  if (cache.size() == 4) cache.erase(cache.begin());
+  cache.emplace_back(n, LongRealFft::Make(n));
+  return cache.back().second.get();
+}
+
+// The window of each (kind, length), made once per thread.
+const std::vector<float>& CachedWindow(Window window, int64_t length) {
+  thread_local std::vector<std::pair<std::pair<Window, int64_t>, std::vector<float>>> cache;
+  for (const auto& [key, w] : cache) {
+    if (key.first == window && key.second == length) return w;
+  }
+  if (cache.size() == 4) cache.erase(cache.begin());
+  cache.emplace_back(std::make_pair(window, length), MakeWindow(window, length));
+  return cache.back().second;
+}
 
 double HzToMel(double hz, MelScale scale) {
   if (scale == MelScale::kHtk) return 2595.0 * std::log10(1.0 + hz / 700.0);
@@ -79,22 +141,77 @@ StatusOr<Tensor> Spectrogram(const float* signal, int64_t n, const StftParams& p
     if (i >= n) i = 2 * (n - 1) - i;
     return signal[i];
   };
-  const std::vector<float> window = MakeWindow(p.window, p.n_fft);
-  FftrPlan plan(kiss_fftr_alloc(static_cast<int>(p.n_fft), 0, nullptr, nullptr));
-  std::vector<float> frame(static_cast<size_t>(p.n_fft));
-  std::vector<kiss_fft_cpx> spectrum(static_cast<size_t>(bins));
+  const std::vector<float>& window = CachedWindow(p.window, p.n_fft);
   Tensor out = Tensor::Empty(DType::kF32, {frames, bins});
   float* o = out.mutable_data<float>();
+  if (LaneRealFft* fft = CachedLaneFft(p.n_fft)) {
+    // kLanes frames at a time, lane-interleaved; the last group is padded with zero frames.
+    constexpr int64_t kLanes = LaneRealFft::kLanes;
+    thread_local std::vector<float> in, power;
+    in.resize(static_cast<size_t>(p.n_fft * kLanes));
+    power.resize(static_cast<size_t>(bins * kLanes));
+    for (int64_t f0 = 0; f0 < frames; f0 += kLanes) {
+      const int64_t group = std::min(kLanes, frames - f0);
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const int64_t start = (f0 + l) * p.hop;
+        if (l >= group) {
+          for (int64_t k = 0; k < p.n_fft; ++k) in[k * kLanes + l] = 0.0f;
+        } else if (start >= pad && start + p.n_fft <= pad + n) {
+          const float* x = signal + (start - pad);
+          for (int64_t k = 0; k < p.n_fft; ++k) in[k * kLanes + l] = window[k] * x[k];
+        } else {
+          for (int64_t k = 0; k < p.n_fft; ++k) in[k * kLanes + l] = window[k] * at(start + k);
+        }
+      }
+      fft->Power(in.data(), power.data());
+      for (int64_t l = 0; l < group; ++l) {
+        float* dst = o + (f0 + l) * bins;
+        for (int64_t b = 0; b < bins; ++b) dst[b] = power[b * kLanes + l];
+        if (p.power == 1) {
+          for (int64_t b = 0; b < bins; ++b) dst[b] = std::sqrt(dst[b]);
+        }
+      }
+    }
+    return out;
+  }
+  // All windowed frames in one matrix, transformed row by row in one call; the buffers are
+  // this thread's, reused from call to call.
+  thread_local std::vector<float> frames_buf, spectra_buf;
+  const size_t cells = static_cast<size_t>(frames * p.n_fft);
+  if (frames_buf.size() < cells) {
+    frames_buf.resize(cells);
+    spectra_buf.resize(cells);
+  }
   for (int64_t f = 0; f < frames; ++f) {
     const int64_t start = f * p.hop;
-    const bool inside = start >= pad && start + p.n_fft <= pad + n;
-    for (int64_t k = 0; k < p.n_fft; ++k) {
-      frame[k] = window[k] * (inside ? signal[start - pad + k] : at(start + k));
+    float* frame = frames_buf.data() + f * p.n_fft;
+    if (start >= pad && start + p.n_fft <= pad + n) {
+      const float* x = signal + (start - pad);
+      for (int64_t k = 0; k < p.n_fft; ++k) frame[k] = window[k] * x[k];
+    } else {
+      for (int64_t k = 0; k < p.n_fft; ++k) frame[k] = window[k] * at(start + k);
     }
-    kiss_fftr(plan.get(), frame.data(), spectrum.data());
-    for (int64_t b = 0; b < bins; ++b) {
-      const float pw = spectrum[b].r * spectrum[b].r + spectrum[b].i * spectrum[b].i;
-      o[f * bins + b] = p.power == 2 ? pw : std::sqrt(pw);
+  }
+  const cv::Mat in(static_cast<int>(frames), static_cast<int>(p.n_fft), CV_32F, frames_buf.data());
+  cv::Mat spectra(static_cast<int>(frames), static_cast<int>(p.n_fft), CV_32F, spectra_buf.data());
+  try {
+    cv::dft(in, spectra, cv::DFT_ROWS);
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat("OpenCV dft: ", e.what()));
+  }
+  // Each row is in OpenCV's packed (CCS) layout for even n_fft:
+  // [Re 0, Re 1, Im 1, ..., Re n/2-1, Im n/2-1, Re n/2].
+  const int64_t last = p.n_fft - 1;
+  for (int64_t f = 0; f < frames; ++f) {
+    const float* row = spectra_buf.data() + f * p.n_fft;
+    float* dst = o + f * bins;
+    dst[0] = row[0] * row[0];
+    for (int64_t b = 1; b < bins - 1; ++b) {
+      dst[b] = row[2 * b - 1] * row[2 * b - 1] + row[2 * b] * row[2 * b];
+    }
+    dst[bins - 1] = row[last] * row[last];
+    if (p.power == 1) {
+      for (int64_t b = 0; b < bins; ++b) dst[b] = std::sqrt(dst[b]);
     }
   }
   return out;
@@ -104,20 +221,27 @@ void RfftMagnitude(const float* signal, int64_t n, int64_t n_fft, float* out) {
   const int64_t bins = n_fft / 2 + 1;
   const int64_t used = std::min(n, n_fft);
   if (n_fft % 2 == 0) {
-    std::vector<float> in(static_cast<size_t>(n_fft), 0.0f);
+    thread_local std::vector<float> in;
+    thread_local std::vector<kiss_fft_cpx> spectrum;
+    in.resize(static_cast<size_t>(n_fft));
     std::copy(signal, signal + used, in.begin());
-    std::vector<kiss_fft_cpx> spectrum(static_cast<size_t>(bins));
-    FftrPlan plan(kiss_fftr_alloc(static_cast<int>(n_fft), 0, nullptr, nullptr));
-    kiss_fftr(plan.get(), in.data(), spectrum.data());
-    for (int64_t b = 0; b < bins; ++b) out[b] = std::hypot(spectrum[b].r, spectrum[b].i);
+    std::fill(in.begin() + used, in.end(), 0.0f);
+    if (LongRealFft* fft = CachedLongFft(n_fft)) {
+      fft->Magnitude(in.data(), out);
+      return;
+    }
+    spectrum.resize(static_cast<size_t>(bins));
+    kiss_fftr(RealPlan(n_fft), in.data(), spectrum.data());
+    for (int64_t b = 0; b < bins; ++b) {
+      out[b] = std::sqrt(spectrum[b].r * spectrum[b].r + spectrum[b].i * spectrum[b].i);
+    }
     return;
   }
   // kiss_fftr needs an even size; odd sizes take the complex transform.
   std::vector<kiss_fft_cpx> in(static_cast<size_t>(n_fft), kiss_fft_cpx{0, 0});
   for (int64_t i = 0; i < used; ++i) in[i].r = signal[i];
   std::vector<kiss_fft_cpx> spectrum(static_cast<size_t>(n_fft));
-  FftPlan plan(kiss_fft_alloc(static_cast<int>(n_fft), 0, nullptr, nullptr));
-  kiss_fft(plan.get(), in.data(), spectrum.data());
+  kiss_fft(ComplexPlan(n_fft), in.data(), spectrum.data());
   for (int64_t b = 0; b < bins; ++b) out[b] = std::hypot(spectrum[b].r, spectrum[b].i);
 }
 

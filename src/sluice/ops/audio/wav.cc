@@ -1,5 +1,6 @@
 // A strict RIFF/WAVE reader and writer, and the decode_wav op built on it.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -39,7 +40,13 @@ struct LoadU8 {
 };
 struct LoadI16 {
   float operator()(const char* p) const {
-    return static_cast<float>(static_cast<int16_t>(U16(p))) * (1.0f / 32768);
+    int16_t v;
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&v, p, 2);  // one load; lets the conversion loop vectorise
+    } else {
+      v = static_cast<int16_t>(U16(p));
+    }
+    return static_cast<float>(v) * (1.0f / 32768);
   }
 };
 struct LoadI24 {
@@ -65,24 +72,26 @@ struct LoadF32 {
   }
 };
 
-// Converts `frames` interleaved frames of `channels` samples of `width` bytes into `out`;
-// with `mix`, two channels are averaged into one.
-template <typename Load>
-void Convert(const char* data, int64_t frames, int channels, int width, bool mix, float* out) {
+// Converts `frames` interleaved frames of `channels` samples of `Width` bytes into `out`;
+// with `mix`, two channels are averaged into one. (The width is a template constant so that
+// the loops have a fixed stride and vectorise.)
+template <typename Load, int Width>
+void Convert(const char* data, int64_t frames, int channels, bool mix, float* out) {
   const Load load;
   if (mix && channels == 2) {
     for (int64_t i = 0; i < frames; ++i) {
-      const char* frame = data + i * 2 * width;
-      out[i] = 0.5f * (load(frame) + load(frame + width));
+      const char* frame = data + i * 2 * Width;
+      out[i] = 0.5f * (load(frame) + load(frame + Width));
     }
     return;
   }
-  for (int64_t i = 0; i < frames * channels; ++i) out[i] = load(data + i * width);
+  for (int64_t i = 0; i < frames * channels; ++i) out[i] = load(data + i * Width);
 }
 
 }  // namespace
 
-StatusOr<WavAudio> ParseWav(std::string_view bytes, bool mono) {
+StatusOr<WavAudio> ParseWav(std::string_view bytes, bool mono,
+                            const std::function<int64_t(int64_t frames)>& frames_to_decode) {
   if (bytes.empty()) return absl::InvalidArgumentError("WAV data is empty (0 bytes)");
   if (bytes.size() < 12) {
     if (bytes.substr(0, std::min<size_t>(4, bytes.size())) ==
@@ -177,7 +186,10 @@ StatusOr<WavAudio> ParseWav(std::string_view bytes, bool mono) {
                                                    " bytes is not a whole number of ", block_align,
                                                    "-byte frames"));
   }
-  const int64_t frames = static_cast<int64_t>(data_size / block_align);
+  const int64_t all_frames = static_cast<int64_t>(data_size / block_align);
+  const int64_t frames =
+      frames_to_decode ? std::clamp<int64_t>(frames_to_decode(all_frames), 0, all_frames)
+                       : all_frames;
   const char* data = bytes.data() + pos + 8;
   const int64_t out_channels = mono ? 1 : channels;
   WavAudio wav;
@@ -185,15 +197,15 @@ StatusOr<WavAudio> ParseWav(std::string_view bytes, bool mono) {
   wav.samples = Tensor::Empty(DType::kF32, {frames, out_channels});
   float* out = wav.samples.mutable_data<float>();
   if (format == kFormatFloat) {
-    Convert<LoadF32>(data, frames, channels, bytes_per_sample, mono, out);
+    Convert<LoadF32, 4>(data, frames, channels, mono, out);
   } else if (bits == 8) {
-    Convert<LoadU8>(data, frames, channels, bytes_per_sample, mono, out);
+    Convert<LoadU8, 1>(data, frames, channels, mono, out);
   } else if (bits == 16) {
-    Convert<LoadI16>(data, frames, channels, bytes_per_sample, mono, out);
+    Convert<LoadI16, 2>(data, frames, channels, mono, out);
   } else if (bits == 24) {
-    Convert<LoadI24>(data, frames, channels, bytes_per_sample, mono, out);
+    Convert<LoadI24, 3>(data, frames, channels, mono, out);
   } else {
-    Convert<LoadI32>(data, frames, channels, bytes_per_sample, mono, out);
+    Convert<LoadI32, 4>(data, frames, channels, mono, out);
   }
   return wav;
 }
@@ -237,9 +249,30 @@ class DecodeWavOp final : public Op {
         rate_(rate),
         mono_(this->args().Bool("mono")) {}
 
+  // The op after it that keeps only a leading part of the audio (pad_or_trim on axis 0): then
+  // only that part is converted.
+  void SetScaleConsumer(const Op* consumer, OpContext consumer_ctx) override {
+    // Only a consumer of the audio we write (not of another field) may cut it short.
+    const auto& args = consumer->args().values();
+    auto field = args.find("field");
+    if (field == args.end() || !std::holds_alternative<std::string>(field->second) ||
+        std::get<std::string>(field->second) != output_schema().field(audio_).name) {
+      return;
+    }
+    consumer_ = consumer;
+    consumer_ctx_ = consumer_ctx;
+  }
+
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, data_));
-    SLUICE_ASSIGN_OR_RETURN(WavAudio wav, ParseWav(in->bytes(), mono_));
+    std::function<int64_t(int64_t)> frames_to_decode;
+    if (consumer_ != nullptr) {
+      frames_to_decode = [&](int64_t frames) -> int64_t {
+        const DecodeRequest r = consumer_->NeededInput(element, consumer_ctx_, frames, 1);
+        return r.height > 0 ? std::min(frames, r.y + r.height) : frames;
+      };
+    }
+    SLUICE_ASSIGN_OR_RETURN(WavAudio wav, ParseWav(in->bytes(), mono_, frames_to_decode));
     element.tensors.erase(element.tensors.begin() + data_);
     SetTensor(element, audio_, std::move(wav.samples));
     SetTensor(element, rate_, Tensor::Scalar(wav.sample_rate));
@@ -251,6 +284,8 @@ class DecodeWavOp final : public Op {
   int audio_;
   int rate_;
   bool mono_;
+  const Op* consumer_ = nullptr;  // set once at build time, before any Apply
+  OpContext consumer_ctx_;
 };
 
 }  // namespace

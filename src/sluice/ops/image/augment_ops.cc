@@ -365,6 +365,33 @@ class RandAugmentOp final : public Op {
 
 // --- crop_box -------------------------------------------------------------------------------
 
+// The box [x0, y0, x1, y1) in whole pixels, clipped to a height x width image; false when
+// `box` does not hold 4 values.
+struct PixelBox {
+  int64_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+bool BoxValues(const Tensor& box, double v[4]) {
+  if (box.num_elements() != 4 || (box.dtype() != DType::kI64 && box.dtype() != DType::kF32)) {
+    return false;
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = box.dtype() == DType::kI64 ? static_cast<double>(box.data<int64_t>()[i])
+                                      : static_cast<double>(box.data<float>()[i]);
+  }
+  return true;
+}
+
+// Fractional boxes grow to whole pixels; the box is clipped to the image.
+PixelBox ClipBox(const double v[4], int64_t h, int64_t w) {
+  PixelBox b;
+  b.x0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(v[0])), 0, w);
+  b.y0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(v[1])), 0, h);
+  b.x1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v[2])), 0, w);
+  b.y1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v[3])), 0, h);
+  return b;
+}
+
 class CropBoxOp final : public Op {
  public:
   CropBoxOp(const OpSchema* schema, Args args, Schema input, Schema output, ImageField image,
@@ -373,37 +400,75 @@ class CropBoxOp final : public Op {
         image_(image),
         box_(box) {}
 
+  // A decoder before it decodes only the box's region, at the smallest scale that the
+  // resampling op right after it (if any) allows for the box; without one, at full scale.
+  Geometry geometry() const override { return Geometry::kScaleConsumer; }
+
+  void SetScaleConsumer(const Op* consumer, OpContext consumer_ctx) override {
+    consumer_ = consumer;
+    consumer_ctx_ = consumer_ctx;
+  }
+
+  DecodeRequest NeededInput(const Element& element, const OpContext& ctx, int64_t full_height,
+                            int64_t full_width) const override {
+    double v[4];
+    if (box_ >= static_cast<int>(element.tensors.size()) ||
+        !BoxValues(element.tensors[box_], v)) {
+      return DecodeRequest{};  // Apply reports the bad box
+    }
+    const PixelBox b = ClipBox(v, full_height, full_width);
+    if (b.x1 <= b.x0 || b.y1 <= b.y0) return DecodeRequest{};
+    DecodeRequest r;
+    r.x = b.x0;
+    r.y = b.y0;
+    r.width = b.x1 - b.x0;
+    r.height = b.y1 - b.y0;
+    if (consumer_ != nullptr) {
+      // The consumer sees the crop as its whole input: its scale applies to the box. (Only
+      // the scale: a consumer that reads a sub-region of the crop still gets all of it.)
+      r.min_scale = std::clamp(
+          consumer_->NeededInput(element, consumer_ctx_, r.height, r.width).min_scale, 0.0, 1.0);
+    }
+    return r;
+  }
+
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, image_.index));
     SLUICE_ASSIGN_OR_RETURN(const Tensor* box, InputTensor(*this, element, box_));
     SLUICE_RETURN_IF_ERROR(CheckNotEmpty(*in, input_schema().field(image_.index).name));
-    if (box->num_elements() != 4) {
+    double v[4];
+    if (!BoxValues(*box, v)) {
       return absl::InvalidArgumentError(absl::StrCat("box field '", input_schema().field(box_).name,
                                                      "' must hold 4 values, got ",
                                                      TypeString(*box)));
     }
-    double v[4];
-    for (int i = 0; i < 4; ++i) {
-      v[i] = box->dtype() == DType::kI64 ? static_cast<double>(box->data<int64_t>()[i])
-                                         : static_cast<double>(box->data<float>()[i]);
-    }
     const int64_t h = in->dim(0), w = in->dim(1), c = in->dim(2);
-    // Fractional boxes grow to whole pixels; the box is clipped to the image.
-    const int64_t x0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(v[0])), 0, w);
-    const int64_t y0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(v[1])), 0, h);
-    const int64_t x1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v[2])), 0, w);
-    const int64_t y1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v[3])), 0, h);
-    if (x1 <= x0 || y1 <= y0) {
+    // The box is in full-resolution pixels. When the decoder produced only a region, maybe
+    // at reduced scale, the box is mapped into the decoded pixels.
+    const ImageRegion region = element.decoded_region;
+    const bool partial = !region.empty() && region.width > 0 && region.height > 0;
+    const int64_t full_h = partial ? region.full_height : h;
+    const int64_t full_w = partial ? region.full_width : w;
+    PixelBox b = ClipBox(v, full_h, full_w);
+    if (b.x1 <= b.x0 || b.y1 <= b.y0) {
       return absl::InvalidArgumentError(absl::StrCat("box [", v[0], ", ", v[1], ", ", v[2], ", ",
-                                                     v[3], "] has no pixels inside the ", w, "x", h,
-                                                     " image"));
+                                                     v[3], "] has no pixels inside the ", full_w,
+                                                     "x", full_h, " image"));
+    }
+    if (partial) {
+      const double sx = static_cast<double>(w) / region.width;
+      const double sy = static_cast<double>(h) / region.height;
+      b.x0 = std::clamp<int64_t>(std::lround((b.x0 - region.x) * sx), 0, w - 1);
+      b.x1 = std::clamp<int64_t>(std::lround((b.x1 - region.x) * sx), b.x0 + 1, w);
+      b.y0 = std::clamp<int64_t>(std::lround((b.y0 - region.y) * sy), 0, h - 1);
+      b.y1 = std::clamp<int64_t>(std::lround((b.y1 - region.y) * sy), b.y0 + 1, h);
     }
     const size_t item = DTypeSize(in->dtype());
-    Tensor out = Tensor::Empty(in->dtype(), {y1 - y0, x1 - x0, c});
-    const size_t row = static_cast<size_t>((x1 - x0) * c) * item;
-    for (int64_t y = y0; y < y1; ++y) {
-      std::memcpy(out.mutable_raw() + static_cast<size_t>(y - y0) * row,
-                  in->raw() + static_cast<size_t>((y * w + x0) * c) * item, row);
+    Tensor out = Tensor::Empty(in->dtype(), {b.y1 - b.y0, b.x1 - b.x0, c});
+    const size_t row = static_cast<size_t>((b.x1 - b.x0) * c) * item;
+    for (int64_t y = b.y0; y < b.y1; ++y) {
+      std::memcpy(out.mutable_raw() + static_cast<size_t>(y - b.y0) * row,
+                  in->raw() + static_cast<size_t>((y * w + b.x0) * c) * item, row);
     }
     element.decoded_region = ImageRegion{};
     element.tensors[image_.index] = std::move(out);
@@ -413,6 +478,8 @@ class CropBoxOp final : public Op {
  private:
   ImageField image_;
   int box_;
+  const Op* consumer_ = nullptr;  // set once at build time, before any Apply
+  OpContext consumer_ctx_;
 };
 
 // --- read_box -----------------------------------------------------------------------------
@@ -462,7 +529,13 @@ class ClipOp final : public Op {
     Tensor out = Tensor::Empty(DType::kF32, in->shape());
     const float* x = in->data<float>();
     float* o = out.mutable_data<float>();
-    for (int64_t i = 0; i < in->num_elements(); ++i) o[i] = std::clamp(x[i], lo_, hi_);
+    // Two selects, which vectorise, instead of std::clamp; the same result for every value
+    // (a NaN passes through either way).
+    const int64_t n = in->num_elements();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i] < lo_ ? lo_ : x[i];
+      o[i] = v > hi_ ? hi_ : v;
+    }
     element.tensors[field_] = std::move(out);
     return absl::OkStatus();
   }

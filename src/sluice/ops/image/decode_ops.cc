@@ -3,7 +3,8 @@
 // The JPEG path can decode less than the whole image: at build time the pipeline hands the
 // decoder the first scale-consuming op after it (random_resized_crop, resize), and for each
 // sample the decoder asks that op which region it will read and how small it may be, then
-// lets libjpeg scale the DCT and skip the rows and columns outside the region.
+// lets libjpeg scale the DCT and skip the rows and columns outside the region. crop_box is a
+// consumer too: it asks for its box's region, at the scale the resize after it allows.
 #include <algorithm>
 
 #include "sluice/ops/image/codecs.h"
@@ -50,8 +51,26 @@ class DecodeOp final : public Op {
         dct_scaling_(dct_scaling) {}
 
   void SetScaleConsumer(const Op* consumer, OpContext consumer_ctx) override {
+    // Only a consumer of the image we write (not of another field) may shape the decode.
+    const auto& args = consumer->args().values();
+    auto field = args.find("field");
+    if (field == args.end() || !std::holds_alternative<std::string>(field->second) ||
+        std::get<std::string>(field->second) != output_schema().field(image_index_).name) {
+      return;
+    }
     consumer_ = consumer;
     consumer_ctx_ = consumer_ctx;
+    // The consumer reads elements in its own input-schema order (e.g. crop_box reads its box
+    // field); at decode time the element is in ours. Map each of its fields to ours by name
+    // (-1: not there yet, e.g. the image), so that it can be handed a view in its order.
+    const Schema& theirs = consumer->input_schema();
+    consumer_fields_.assign(static_cast<size_t>(theirs.size()), -1);
+    bool identity = theirs.size() == input_schema().size();
+    for (int i = 0; i < theirs.size(); ++i) {
+      consumer_fields_[i] = input_schema().IndexOf(theirs.field(i).name);
+      identity = identity && consumer_fields_[i] == i;
+    }
+    if (identity) consumer_fields_.clear();
   }
 
   Status Apply(Element& element, const OpContext& ctx) const override {
@@ -97,7 +116,21 @@ class DecodeOp final : public Op {
     // consumer's region is then in mirrored coordinates, so decode the symmetric hull.
     const bool adjacent = consumer_ctx_.position == ctx.position + 1;
     return [this, &element, adjacent](int64_t full_height, int64_t full_width) {
-      DecodeRequest r = consumer_->NeededInput(element, consumer_ctx_, full_height, full_width);
+      DecodeRequest r;
+      if (consumer_fields_.empty()) {
+        r = consumer_->NeededInput(element, consumer_ctx_, full_height, full_width);
+      } else {
+        Element view;
+        view.id = element.id;
+        view.origin = element.origin;
+        view.tensors.reserve(consumer_fields_.size());
+        for (int from : consumer_fields_) {
+          view.tensors.push_back(from >= 0 && from < static_cast<int>(element.tensors.size())
+                                     ? element.tensors[from]
+                                     : Tensor());
+        }
+        r = consumer_->NeededInput(view, consumer_ctx_, full_height, full_width);
+      }
       r.min_scale = std::clamp(r.min_scale, 1.0 / 8, 1.0);
       return adjacent ? r : MirrorHull(r, full_height, full_width);
     };
@@ -110,6 +143,9 @@ class DecodeOp final : public Op {
   bool dct_scaling_;
   const Op* consumer_ = nullptr;  // set once at build time, before any Apply
   OpContext consumer_ctx_;
+  // consumer_fields_[i]: the index in our input of the consumer's input field i (-1: none);
+  // empty when the two orders are the same.
+  std::vector<int> consumer_fields_;
 };
 
 OpDef MakeDecodeDef(std::string name, DecodeKind kind, std::string doc) {
@@ -123,7 +159,7 @@ OpDef MakeDecodeDef(std::string name, DecodeKind kind, std::string doc) {
     args.push_back(Arg("dct_scaling", ArgType::kBool)
                        .Default(ArgValue(true))
                        .Doc("JPEG: decode at reduced size and only the region that the next "
-                            "resize or random_resized_crop reads"));
+                            "resize, random_resized_crop or crop_box reads"));
   }
   OpDef def;
   def.schema = MakeOpSchema(std::move(name), /*random=*/false, std::move(doc), std::move(args));
@@ -152,8 +188,9 @@ OpDef DecodeJpegOpDef() {
   return MakeDecodeDef(
       "decode_jpeg", DecodeKind::kJpeg,
       "Decodes JPEG bytes (libjpeg-turbo) into `image` u8[H,W,C], removing the bytes field. "
-      "Corrupt or truncated data is an error. With dct_scaling, a following resize or "
-      "random_resized_crop lets it decode at 1/8..8/8 size and only the region it reads.");
+      "Corrupt or truncated data is an error. With dct_scaling, a following resize, "
+      "random_resized_crop or crop_box lets it decode at 1/8..8/8 size and only the region it "
+      "reads.");
 }
 
 OpDef DecodePngOpDef() {

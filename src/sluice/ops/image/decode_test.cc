@@ -326,6 +326,58 @@ TEST(JpegRegionTest, ResizeConsumerDecodesWholeImageSmaller) {
   EXPECT_LT(MeanAbsDiff(fast.tensors[0], slow.tensors[0]), 8.0);
 }
 
+// decode_jpeg -> crop_box [-> resize]: the decoder reads the box (a field that sits at
+// another index in its input than in crop_box's) and decodes only that region, at the scale
+// the resize allows; without a resize, at full scale.
+TEST(JpegRegionTest, CropBoxDecodesItsBoxAtTheScaleTheResizeAllows) {
+  const std::string jpeg = EncodeJpeg(TexturedImage(375, 500));
+  const Schema input({FieldSpec{"data", DType::kBytes, {kUnknownDim}},
+                      FieldSpec{"box", DType::kI64, {4}}});
+  Tensor box = Tensor::Empty(DType::kI64, {4});
+  const int64_t corners[4] = {100, 60, 420, 300};  // 320 x 240
+  std::copy(corners, corners + 4, box.mutable_data<int64_t>());
+  for (bool with_resize : {true, false}) {
+    Tensor image[2];
+    int64_t decoded_pixels[2] = {0, 0};
+    for (bool scaled : {true, false}) {
+      auto decode = MakeOp("decode_jpeg", {{"dct_scaling", scaled}}, input);
+      auto crop = MakeOp("crop_box", {}, decode->output_schema());
+      std::unique_ptr<Op> resize;
+      if (with_resize) {
+        resize = MakeOp("resize", {{"size", int64_t{64}}, {"interpolation", std::string("area")}},
+                        crop->output_schema());
+        crop->SetScaleConsumer(resize.get(), OpContext{0, 2});
+      }
+      decode->SetScaleConsumer(crop.get(), OpContext{0, 1});
+      Element e = MakeElement({Tensor::FromBytes(jpeg), box});
+      ASSERT_TRUE(decode->Apply(e, OpContext{0, 0}).ok());
+      const int index = decode->output_schema().IndexOf("image");
+      decoded_pixels[scaled] = e.tensors[index].dim(0) * e.tensors[index].dim(1);
+      Status s = crop->Apply(e, OpContext{0, 1});
+      ASSERT_TRUE(s.ok()) << s;
+      if (resize) {
+        s = resize->Apply(e, OpContext{0, 2});
+        ASSERT_TRUE(s.ok()) << s;
+      }
+      EXPECT_TRUE(e.decoded_region.empty());
+      image[scaled] = e.tensors[index];
+    }
+    EXPECT_EQ(decoded_pixels[false], 375 * 500);
+    if (with_resize) {
+      // min scale max(64 / 240, 64 / 320) -> 4/8 of a region a little wider than the box.
+      EXPECT_LT(decoded_pixels[true] * 4, decoded_pixels[false]);
+      EXPECT_EQ(image[true].shape(), (Shape{64, 64, 3}));
+      EXPECT_LT(MeanAbsDiff(image[true], image[false]), 8.0);
+    } else {
+      // Full scale: the same box, the same pixels up to the region decode's edge effects.
+      EXPECT_LT(decoded_pixels[true], decoded_pixels[false]);
+      EXPECT_EQ(image[true].shape(), (Shape{240, 320, 3}));
+      EXPECT_EQ(image[false].shape(), (Shape{240, 320, 3}));
+      EXPECT_LT(MeanAbsDiff(image[true], image[false]), 0.5);
+    }
+  }
+}
+
 TEST(JpegRegionTest, SameBytesFromAnyThread) {
   std::string jpeg = EncodeJpeg(TexturedImage(375, 500));
   const std::map<std::string, ArgValue> args = {{"size", int64_t{96}}};
