@@ -91,3 +91,11 @@ def test_loader_argument_errors(sluice, images):
         next(iter(sluice.Loader(sluice.files("/nonexistent-dir/nothing/*.jpg"))))
     with pytest.raises(TypeError):
         sluice.Loader(42)
+
+
+def test_planner_policies_are_refused_from_python_for_now(sluice, tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"x")
+    spec = sluice.files(str(tmp_path / "*.bin")).map("read_file")
+    for policy in ("sluice", "fastflow"):
+        with pytest.raises(ValueError, match="not available from Python yet"):
+            next(iter(sluice.Loader(spec, policy=policy)))

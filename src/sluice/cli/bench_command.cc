@@ -109,6 +109,10 @@ const std::vector<PolicyDef>& Policies() {
        [](const PolicyContext& c) {
          return std::vector<std::string>{Fixed("batch", 1.0, DefaultRead(c))};
        }},
+      {"fastflow", "FastFlow's profiling runs and Algorithm 1 (sluice train --policy fastflow)",
+       [](const PolicyContext&) { return std::vector<std::string>{"fastflow"}; }},
+      {"sluice", "the sluice planner with the closed loop (sluice train --policy sluice)",
+       [](const PolicyContext&) { return std::vector<std::string>{"sluice"}; }},
       {"oracle", "the best measured run of a sweep of cuts x read modes x ratios", OracleFirstPass,
        /*oracle_sweep=*/true},
   };
@@ -410,6 +414,11 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       policy,
       "--json",
       json_path};
+  if (policy == "sluice") {
+    // Costs learnt by one run of the bench are reused by the next (the metric store).
+    argv.push_back("--metric-store");
+    argv.push_back(options_.work_dir + "/metric-store");
+  }
   if (policy != "none") {
     std::vector<std::string> addresses;
     for (int i = 0; i < testbed_->num_workers(); ++i) {

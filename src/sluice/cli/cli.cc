@@ -30,6 +30,7 @@ constexpr const char* kUsage =
     "  ops       list the operators and their arguments\n"
     "  worker    serve offloaded pipeline work to trainers (until SIGINT/SIGTERM)\n"
     "  train     a training loop with an emulated accelerator, offloading to workers\n"
+    "  plan      measure briefly and show the offloading plan, with every candidate\n"
     "  bench     run a scenario on an emulated cluster under several policies (root)\n"
     "  version   print the version\n"
     "  help      show this help, or `sluice help <command>` for one command\n"
@@ -73,6 +74,7 @@ int Dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "ops") return OpsCommand(args);
   if (command == "worker") return WorkerCommand(args);
   if (command == "train") return TrainCommand(args);
+  if (command == "plan") return PlanCommand(args);
   if (command == "bench") return BenchCommand(args);
   if (command == "version" || command == "--version") return VersionCommand(args);
   std::fprintf(stderr, "sluice: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -22,6 +22,7 @@ int RunCommand(const std::vector<std::string>& args);
 int OpsCommand(const std::vector<std::string>& args);
 int WorkerCommand(const std::vector<std::string>& args);  // worker_command.cc
 int TrainCommand(const std::vector<std::string>& args);   // train_command.cc
+int PlanCommand(const std::vector<std::string>& args);    // plan_command.cc
 int BenchCommand(const std::vector<std::string>& args);   // bench_command.cc
 
 // Prints "sluice <command>: <message>" on stderr and returns the exit code `status` maps

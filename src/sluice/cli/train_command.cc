@@ -1,8 +1,11 @@
 // `sluice train PIPELINE.yaml`: a training loop with an emulated accelerator, fed by the
-// Loader (locally, or offloading to workers under a fixed plan). Reports throughput, the
-// prep-stall fraction and where the samples were processed.
+// Loader: locally, offloading to workers under a fixed plan, or under a planner — `sluice`
+// (`auto`, the default: measure, plan, switch, keep adapting) or the FastFlow baseline.
+// Reports throughput, the prep-stall fraction, where the samples were processed, the plan in
+// force at the end and, for the planners, every decision (the timeline) and what was measured.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +27,10 @@
 #include "sluice/core/clock.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/policy/controller.h"
+#include "sluice/policy/metric_store.h"
+#include "sluice/runtime/auto_loader.h"
+#include "sluice/runtime/fastflow_runner.h"
 #include "sluice/runtime/loader.h"
 #include "sluice/runtime/train.h"
 
@@ -59,6 +66,49 @@ nlohmann::json PlanJson(const runtime::TrainPolicy& policy, const runtime::Loade
   return plan;
 }
 
+// The plan a planner chose, in the same shape (`cut`, `read_mode`, `ratio`, `compression`,
+// `workers`) plus the planner's fields.
+nlohmann::json PlannedJson(const std::string& policy, const policy::Plan& plan) {
+  nlohmann::json j;
+  j["policy"] = policy;
+  j["planner"] = plan.planner;
+  j["offload"] = plan.offload;
+  if (!plan.offload) {
+    j["cut"] = nullptr;
+    j["read_mode"] = nullptr;
+    j["ratio"] = 0.0;
+    j["compression"] = "none";
+    j["workers"] = nlohmann::json::array();
+  } else {
+    if (plan.cut == policy::kCutAfterBatch) {
+      j["cut"] = "batch";
+    } else {
+      j["cut"] = plan.cut;
+    }
+    j["read_mode"] = policy::ReadModeName(plan.read_mode);
+    j["ratio"] = plan.ratio;
+    j["compression"] = policy::CodecName(plan.codec);
+    nlohmann::json workers = nlohmann::json::array();
+    for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
+      workers.push_back({{"address", plan.worker_addresses[i]},
+                         {"share", i < plan.worker_shares.size() ? plan.worker_shares[i] : 0.0}});
+    }
+    j["workers"] = workers;
+  }
+  j["policy_string"] = plan.PolicyString();
+  j["predicted_samples_per_s"] = plan.predicted_samples_per_s;
+  j["predicted_local_samples_per_s"] = plan.predicted_local_samples_per_s;
+  j["explanation"] = plan.explanation;
+  return j;
+}
+
+// A timeline entry without the candidates table (that goes once, under `profile`).
+nlohmann::json EntryJson(const policy::TimelineEntry& entry) {
+  nlohmann::json j = policy::ToJson(entry);
+  if (j.contains("plan") && j["plan"].is_object()) j["plan"].erase("candidates");
+  return j;
+}
+
 std::string Percent(int64_t part, int64_t whole) {
   return absl::StrFormat("%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
 }
@@ -71,7 +121,10 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
-  std::string policy_text = "none";
+  std::string policy_text = "auto";
+  std::string metric_store = "";
+  int64_t fastflow_steps = 0;
+  double measure_s = 2.0;
   double accelerator_ms = 0;
   int64_t steps = 0;
   int64_t threads = 0;
@@ -83,15 +136,26 @@ int TrainCommand(const std::vector<std::string>& args) {
   FlagParser flags(kCommand,
                    "PIPELINE.yaml [--workers HOST:PORT,...] [--token-file F] [--tls-ca F "
                    "[--tls-cert F --tls-key F]] [--policy P] --accelerator-ms MS --steps N "
-                   "[--threads N] [--files GLOB] [--json OUT]");
+                   "[--threads N] [--files GLOB] [--metric-store DIR|off] [--json OUT]");
   flags.AddString("workers", &workers_flag, "HOST:PORT,...", "the `sluice worker`s to use");
   flags.AddString("token-file", &token_file, "F", "send the bearer token in F to the workers");
   flags.AddString("tls-ca", &tls_ca, "F", "connect with TLS, trusting the CA certificate in F");
   flags.AddString("tls-cert", &tls_cert, "F", "client certificate for mutual TLS");
   flags.AddString("tls-key", &tls_key, "F", "private key of --tls-cert");
   flags.AddString("policy", &policy_text, "P",
-                  "none | fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none] "
+                  "auto | sluice | fastflow | fastflow:code | none | "
+                  "fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none] "
                   "(K: ops run where the sample is assigned, or batch)");
+  flags.AddString("metric-store", &metric_store, "DIR|off",
+                  "where sluice/auto keep measured costs between runs (default: "
+                  "$XDG_CACHE_HOME/sluice or ~/.cache/sluice; off: none)");
+  flags.AddDouble("measure-s", &measure_s, "S",
+                  "sluice/auto: seconds of all-local training measured before the first plan",
+                  0.1, 600);
+  flags.AddInt("fastflow-steps", &fastflow_steps, "N",
+               "fastflow: steps per profiling run (0: FastFlow's 100, after 10 warm-up steps; "
+               "else N after max(1, N/10))",
+               0, 1000000);
   flags.AddDouble("accelerator-ms", &accelerator_ms, "MS",
                   "emulated accelerator time per step (a sleep)", 0, 1e7);
   flags.AddInt("steps", &steps, "N", "training steps (0: until the data ends)", 0);
@@ -141,7 +205,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (!parsed.ok()) {
     return UsageError(kCommand, std::string(parsed.status().message()), flags.Usage());
   }
-  const runtime::TrainPolicy policy = *parsed;
+  runtime::TrainPolicy policy = *parsed;
 
   std::vector<std::string> addresses;
   for (absl::string_view a : absl::StrSplit(workers_flag, ',', absl::SkipWhitespace())) {
@@ -150,13 +214,19 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (policy.name == "fixed" && addresses.empty()) {
     return UsageError(kCommand, "--policy fixed needs --workers", flags.Usage());
   }
+  if (policy.name == "fastflow" && addresses.empty()) {
+    return UsageError(kCommand, "--policy fastflow needs --workers", flags.Usage());
+  }
+  // auto without workers has nothing to decide: the plain local pipeline.
+  if (policy.name == "sluice" && policy.is_auto && addresses.empty()) policy = {};
   if (policy.name == "none" && !addresses.empty()) {
     std::fprintf(stderr, "sluice %s: --policy none: the workers are not used\n", kCommand);
   }
 
   runtime::LoaderOptions options;
   options.threads = static_cast<int>(threads);
-  if (policy.name == "fixed") {
+  std::vector<rpc::ConnectOptions> connects;
+  if (policy.name != "none") {
     std::string token;
     if (!token_file.empty()) {
       StatusOr<std::string> read = rpc::ReadTokenFile(token_file);
@@ -171,8 +241,11 @@ int TrainCommand(const std::vector<std::string>& args) {
       c.tls_cert_file = tls_cert;
       c.tls_key_file = tls_key;
       c.connect_timeout_s = connect_timeout_s;
-      options.workers.push_back(std::move(c));
+      connects.push_back(std::move(c));
     }
+  }
+  if (policy.name == "fixed") {
+    options.workers = connects;
     options.cut = policy.cut;
     options.ratio = policy.ratio;
     options.read_mode = policy.read_mode;
@@ -180,10 +253,6 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
 
   const int64_t start = NowNanos();
-  StatusOr<std::unique_ptr<runtime::Loader>> created = runtime::Loader::Create(spec, options);
-  if (!created.ok()) return ReportError(kCommand, created.status());
-  std::unique_ptr<runtime::Loader> loader = *std::move(created);
-
   ProgressLine progress(stderr, isatty(STDERR_FILENO) == 1, start);
   SampleDigests digests;
   runtime::TrainOptions train;
@@ -199,16 +268,138 @@ int TrainCommand(const std::vector<std::string>& args) {
                              p.elapsed_s > 0 ? 100 * p.stall_s / p.elapsed_s : 0.0, p.elapsed_s));
   };
   if (dump_checksum) train.on_batch = [&](const Element& batch) { digests.Add(batch); };
-  StatusOr<runtime::TrainResult> ran = runtime::RunTraining(*loader, train);
-  progress.Finish();
-  if (!ran.ok()) {
-    std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(ran.status().message()).c_str());
-    return kExitRuntime;
+  const auto note = [&](const std::string& message) {
+    progress.Finish();
+    std::fprintf(stderr, "sluice %s: %s\n", kCommand, message.c_str());
+  };
+
+  runtime::LoaderReport report;
+  runtime::TrainResult result;
+  std::optional<policy::Plan> planned;  // sluice and fastflow: the plan in force at the end
+  std::vector<policy::TimelineEntry> timeline;
+  nlohmann::json profile_json;
+  double time_to_plan_s = 0;
+  const auto train_on = [&](runtime::BatchSource* source, runtime::Loader* loader) -> int {
+    StatusOr<runtime::TrainResult> ran =
+        source != nullptr ? runtime::RunTraining(*source, train) : runtime::RunTraining(*loader, train);
+    progress.Finish();
+    if (!ran.ok()) {
+      std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(ran.status().message()).c_str());
+      return kExitRuntime;
+    }
+    result = *ran;
+    return kExitOk;
+  };
+
+  if (policy.name == "sluice") {
+    runtime::AutoOptions ao;
+    ao.workers = connects;
+    ao.base = options;
+    ao.measure_s = measure_s;
+    ao.log = note;
+    if (metric_store != "off") {
+      policy::MetricStoreOptions mo;
+      mo.dir = metric_store;
+      ao.metric_store = mo;
+    }
+    StatusOr<std::unique_ptr<runtime::AutoLoader>> created =
+        runtime::AutoLoader::Create(spec, std::move(ao));
+    if (!created.ok()) return ReportError(kCommand, created.status());
+    std::unique_ptr<runtime::AutoLoader> loader = *std::move(created);
+    if (int rc = train_on(loader.get(), nullptr); rc != kExitOk) return rc;
+    loader->Cancel();
+    if (Status saved = loader->Finish(); !saved.ok()) {
+      note(absl::StrCat("warning: metric store: ", saved.message()));
+    }
+    runtime::AutoReport ar = loader->Report();
+    loader.reset();
+    report = ar.loader;
+    planned = ar.plan;
+    timeline = ar.timeline;
+    time_to_plan_s = ar.time_to_plan_s.value_or(result.wall_s);
+    if (ar.profile.has_value()) profile_json["measured"] = policy::ToJson(*ar.profile);
+    if (!ar.timeline.empty()) {
+      nlohmann::json candidates = nlohmann::json::array();
+      for (const policy::Evaluation& e : ar.timeline.front().plan.candidates) {
+        candidates.push_back(policy::ToJson(e));
+      }
+      profile_json["candidates"] = candidates;
+    }
+    profile_json["metric_store"] = {{"path", ar.store_path},
+                                    {"note", ar.store_note},
+                                    {"costs_from_store", ar.costs_from_store}};
+    profile_json["loaders_created"] = ar.loaders_created;
+  } else if (policy.name == "fastflow") {
+    runtime::FastFlowRunnerOptions fo;
+    fo.workers = connects;
+    fo.base = options;
+    fo.accelerator_ms = accelerator_ms;
+    if (policy.fastflow_code) fo.fastflow.formula = policy::FastFlowRatioFormula::kReleasedCode;
+    if (fastflow_steps > 0) {
+      fo.fastflow.profile_steps = static_cast<int>(fastflow_steps);
+      fo.fastflow.warmup_steps = static_cast<int>(std::max<int64_t>(1, fastflow_steps / 10));
+    }
+    fo.log = note;
+    StatusOr<runtime::FastFlowOutcome> outcome = runtime::RunFastFlowProfiling(spec, fo);
+    if (!outcome.ok()) return ReportError(kCommand, outcome.status());
+    time_to_plan_s = outcome->profiling_s;
+    planned = outcome->decision.plan;
+    policy::TimelineEntry entry;
+    entry.t_s = outcome->profiling_s;
+    entry.kind = policy::DecisionKind::kInitial;
+    entry.reason = absl::StrCat("FastFlow's profiling runs (", outcome->runs.size(), " runs, ",
+                                absl::StrFormat("%.1f", outcome->profiling_s),
+                                " s) and Algorithm 1: ", outcome->decision.branch);
+    entry.plan = outcome->decision.plan;
+    timeline.push_back(entry);
+    nlohmann::json runs = nlohmann::json::array();
+    for (const runtime::FastFlowRunRecord& r : outcome->runs) {
+      runs.push_back({{"label", r.run.label},
+                      {"phase", r.run.phase},
+                      {"steps", r.run.steps},
+                      {"warmup_steps", r.run.warmup_steps},
+                      {"samples_per_s", r.samples_per_s},
+                      {"cpu_s", r.cpu_s},
+                      {"wall_s", r.wall_s},
+                      {"error", r.error}});
+    }
+    nlohmann::json candidates = nlohmann::json::array();
+    for (int i = 0; i < policy::kFastFlowCandidates; ++i) {
+      const policy::FastFlowCandidateMetrics& c = outcome->metrics.candidates[i];
+      candidates.push_back({{"name", policy::FastFlowCandidateName(
+                                         static_cast<policy::FastFlowCandidate>(i))},
+                            {"measured", c.measured},
+                            {"rthp", c.rthp},
+                            {"ocycle", c.ocycle},
+                            {"score", outcome->decision.scores[i]}});
+    }
+    profile_json = {{"fastflow",
+                     {{"gthp", outcome->metrics.gthp},
+                      {"lthp", outcome->metrics.lthp},
+                      {"pcycle", outcome->metrics.pcycle},
+                      {"candidates", candidates},
+                      {"bottleneck", outcome->decision.bottleneck},
+                      {"upper", outcome->decision.upper},
+                      {"lower", outcome->decision.lower},
+                      {"branch", outcome->decision.branch},
+                      {"formula", policy::FastFlowRatioFormulaName(fo.fastflow.formula)},
+                      {"runs", runs},
+                      {"profiling_s", outcome->profiling_s}}}};
+    StatusOr<std::unique_ptr<runtime::Loader>> created =
+        runtime::Loader::Create(spec, runtime::FastFlowLoaderOptions(*planned, fo));
+    if (!created.ok()) return ReportError(kCommand, created.status());
+    std::unique_ptr<runtime::Loader> loader = *std::move(created);
+    if (int rc = train_on(nullptr, loader.get()); rc != kExitOk) return rc;
+    loader->Cancel();
+    report = loader->Report();
+  } else {
+    StatusOr<std::unique_ptr<runtime::Loader>> created = runtime::Loader::Create(spec, options);
+    if (!created.ok()) return ReportError(kCommand, created.status());
+    std::unique_ptr<runtime::Loader> loader = *std::move(created);
+    if (int rc = train_on(nullptr, loader.get()); rc != kExitOk) return rc;
+    loader->Cancel();
+    report = loader->Report();
   }
-  const runtime::TrainResult result = *ran;
-  loader->Cancel();
-  const runtime::LoaderReport report = loader->Report();
-  loader.reset();
 
   // The human summary.
   FILE* out = dump_checksum ? stderr : stdout;
@@ -227,7 +418,17 @@ int TrainCommand(const std::vector<std::string>& args) {
                static_cast<long long>(result.steps), static_cast<long long>(result.samples),
                result.wall_s, result.samples_per_s(), 100 * result.stall_fraction(), result.stall_s,
                result.compute_s, result.data_ended ? " [the data ended before --steps]" : "");
-  std::fprintf(out, "plan: %s\n", policy.ToString().c_str());
+  if (planned.has_value()) {
+    std::fprintf(out, "plan: %s -> %s\n", policy.ToString().c_str(),
+                 planned->PolicyString().c_str());
+    for (const policy::TimelineEntry& e : timeline) {
+      std::fprintf(out, "  %.2f s %s: %s\n", e.t_s, policy::DecisionKindName(e.kind),
+                   e.reason.c_str());
+    }
+    std::fprintf(out, "time to plan: %.2f s\n", time_to_plan_s);
+  } else {
+    std::fprintf(out, "plan: %s\n", policy.ToString().c_str());
+  }
   std::fprintf(out, "processed: %s\n", where.c_str());
   std::fprintf(out, "duplicates dropped %lld, re-queued %lld, skipped %lld\n",
                static_cast<long long>(report.duplicates_dropped),
@@ -247,8 +448,18 @@ int TrainCommand(const std::vector<std::string>& args) {
                    {"wall_s", result.steady_wall_s},
                    {"samples_per_s", result.steady_samples_per_s()},
                    {"stall_fraction", result.steady_stall_fraction()}};
-    j["plan"] = PlanJson(policy, report);
-    j["time_to_plan_s"] = 0.0;
+    if (planned.has_value()) {
+      j["plan"] = PlannedJson(policy.ToString(), *planned);
+      nlohmann::json entries = nlohmann::json::array();
+      for (const policy::TimelineEntry& e : timeline) entries.push_back(EntryJson(e));
+      j["timeline"] = entries;
+      j["profile"] = profile_json;
+    } else {
+      j["plan"] = PlanJson(policy, report);
+      j["timeline"] = nlohmann::json::array();
+      j["profile"] = nullptr;
+    }
+    j["time_to_plan_s"] = time_to_plan_s;
     j["wall_s"] = result.wall_s;
     j["stall_s"] = result.stall_s;
     j["compute_s"] = result.compute_s;

@@ -304,6 +304,12 @@ class PyLoader {
     if (args.epochs != 0) spec.epochs = args.epochs;
     runtime::TrainPolicy policy =
         ValueOrThrow(runtime::ParsePolicy(args.policy, static_cast<int>(spec.ops.size())));
+    if (policy.name != "none" && policy.name != "fixed") {
+      // The planners run in `sluice train` (runtime::AutoLoader); not from Python yet.
+      throw py::value_error("policy '" + args.policy +
+                            "' is not available from Python yet: use 'none' or "
+                            "'fixed:cut=K,ratio=R' (the planners run in `sluice train`)");
+    }
     policy_name_ = policy.ToString();
     runtime::LoaderOptions options;
     options.cut = policy.cut;

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -134,6 +135,24 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
               return self->Process(ctx, stream);
             },
             this)));
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        "/sluice.rpc.proto.Worker/Probe", grpc::internal::RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<Impl, proto::ProbeRequest, proto::ProbeResponse>(
+            [](Impl* self, grpc::ServerContext* ctx, const proto::ProbeRequest* request,
+               proto::ProbeResponse* response) { return self->Probe(ctx, request, response); },
+            this)));
+  }
+
+  // Answers with the bytes asked for, up to the message limit (less room for the framing).
+  grpc::Status Probe(grpc::ServerContext* ctx, const proto::ProbeRequest* request,
+                     proto::ProbeResponse* response) {
+    if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+    const uint64_t limit = service_->options().max_message_bytes > 4096
+                               ? service_->options().max_message_bytes - 4096
+                               : 0;
+    const uint64_t n = std::min<uint64_t>(request->bytes(), limit);
+    response->mutable_payload()->assign(n, '\x5a');
+    return grpc::Status::OK;
   }
 
   grpc::Status GetInfo(grpc::ServerContext* ctx, const proto::GetInfoRequest*,

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -316,8 +317,10 @@ class GrpcRemoteStream final : public RemoteStream {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions& connect,
-                                                           const SessionConfig& session) {
+namespace {
+
+// A channel to the worker, connected (or the reason it is not).
+StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& connect) {
   const std::string& address = connect.address;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!connect.tls_ca_file.empty()) {
@@ -357,6 +360,79 @@ StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions&
     }
     return WorkerError(address, s);
   }
+  return channel;
+}
+
+}  // namespace
+
+StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s) {
+  const int64_t start = NowNanos();
+  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(connect));
+  std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
+  LinkProbe probe;
+  probe.info.address = connect.address;
+  uint64_t limit = 0;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
+    if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
+    proto::GetInfoRequest req;
+    req.set_client_version(SluiceVersion());
+    proto::GetInfoResponse resp;
+    grpc::Status s = stub->GetInfo(&ctx, req, &resp);
+    if (!s.ok()) return WorkerError(connect.address, s);
+    probe.info.version = resp.version();
+    probe.info.ops.assign(resp.ops().begin(), resp.ops().end());
+    probe.info.cpu_budget = resp.cpu_budget();
+    probe.info.threads = resp.threads();
+    limit = std::min<uint64_t>(resp.max_message_bytes(), connect.max_message_bytes);
+  }
+  limit = limit > 8192 ? limit - 8192 : 0;
+  // One timed Probe call; returns seconds, or an error.
+  auto call = [&](uint64_t bytes) -> StatusOr<double> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(std::max(1.0, 2 * max_s)));
+    if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
+    proto::ProbeRequest req;
+    req.set_bytes(bytes);
+    proto::ProbeResponse resp;
+    const int64_t t0 = NowNanos();
+    grpc::Status s = stub->Probe(&ctx, req, &resp);
+    const double seconds = (NowNanos() - t0) / 1e9;
+    if (!s.ok()) return WorkerError(connect.address, s);
+    return seconds;
+  };
+  const auto elapsed = [&] { return (NowNanos() - start) / 1e9; };
+  double rtt = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    SLUICE_ASSIGN_OR_RETURN(double t, call(0));
+    rtt = std::min(rtt, t);
+  }
+  probe.rtt_s = rtt;
+  // Grow the reply until one takes target_s (or the time or size limit is reached): a reply
+  // that is too small measures the latency, not the link.
+  uint64_t bytes = std::min<uint64_t>(64 << 10, limit);
+  while (bytes > 0) {
+    SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
+    probe.probe_bytes = static_cast<int64_t>(bytes);
+    probe.bytes_per_s = static_cast<double>(bytes) / std::max(t - rtt, 1e-6);
+    if (t >= target_s || bytes >= limit) break;
+    // Aim at target_s from the rate just seen, at least doubling and at most x16.
+    const double want = probe.bytes_per_s * target_s * 1.2;
+    uint64_t next = static_cast<uint64_t>(std::clamp(want, 2.0 * bytes, 16.0 * bytes));
+    next = std::min(next, limit);
+    // Stay within max_s: the next call should take about next / rate.
+    if (elapsed() + static_cast<double>(next) / probe.bytes_per_s > max_s) break;
+    bytes = next;
+  }
+  probe.probe_s = elapsed();
+  return probe;
+}
+
+StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions& connect,
+                                                           const SessionConfig& session) {
+  const std::string& address = connect.address;
+  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(connect));
 
   WorkerInfo info;
   info.address = address;

@@ -88,6 +88,21 @@ struct StreamEvent {
   size_t wire_bytes = 0;                 // kElements: bytes received for them
 };
 
+// What a short probe of a worker measured (ProbeWorker).
+struct LinkProbe {
+  WorkerInfo info;           // from GetInfo
+  double rtt_s = 0;          // the fastest empty round trip
+  double bytes_per_s = 0;    // worker -> trainer, from the largest timed reply
+  int64_t probe_bytes = 0;   // size of that reply
+  double probe_s = 0;        // time the whole probe took
+};
+
+// Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing
+// size until one takes at least `target_s` (the bandwidth is its bytes over its time less the
+// RTT), within `max_s` in all and the worker's message limit. Errors as RemoteStream::Open's.
+StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s = 0.1,
+                                double max_s = 1.0);
+
 class RemoteStream {
  public:
   // Errors (returned, never thrown) name the worker and the cause: unreachable, wrong or

@@ -1,6 +1,7 @@
 #include "sluice/runtime/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -118,8 +119,42 @@ std::vector<SampleId> Coordinator::ReservedSamples() const {
 
 bool Coordinator::EligibleLocked(int consumer, uint64_t size) const {
   const Consumer& c = consumers_[consumer];
-  return static_cast<double>(c.assigned) <
-         c.config.share * static_cast<double>(total_assigned_ + static_cast<int64_t>(size));
+  return static_cast<double>(c.assigned - c.assigned_base) <
+         c.config.share * static_cast<double>(total_assigned_ - total_assigned_base_ +
+                                              static_cast<int64_t>(size));
+}
+
+bool Coordinator::OtherBehindLocked(int consumer, uint64_t size) const {
+  for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
+    if (i == consumer) continue;
+    const Consumer& c = consumers_[i];
+    if (c.config.active && c.config.share > 0 && EligibleLocked(i, size)) return true;
+  }
+  return false;
+}
+
+Status Coordinator::SetShares(const std::vector<double>& shares) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shares.size() != consumers_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("coordinator: ", shares.size(),
+                                                   " shares for ", consumers_.size(),
+                                                   " consumers"));
+  }
+  double total = 0;
+  for (double s : shares) {
+    if (!(s >= 0) || !std::isfinite(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("coordinator: bad share ", s));
+    }
+    total += s;
+  }
+  if (total <= 0) return absl::InvalidArgumentError("coordinator: every share is zero");
+  for (size_t i = 0; i < shares.size(); ++i) {
+    consumers_[i].config.share = shares[i] / total;
+    consumers_[i].assigned_base = consumers_[i].assigned;
+  }
+  total_assigned_base_ = total_assigned_;
+  cv_.notify_all();
+  return absl::OkStatus();
 }
 
 bool Coordinator::OtherWaitingLocked(int consumer, uint64_t size) const {
@@ -190,7 +225,9 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   if (c.open >= c.config.max_open_splits) return Acquired::kWait;
   std::vector<uint64_t> seqs = PeekLocked();
   if (seqs.empty()) return Acquired::kWait;
-  if (!EligibleLocked(consumer, seqs.size()) && OtherWaitingLocked(consumer, seqs.size())) {
+  if (!EligibleLocked(consumer, seqs.size()) &&
+      (options_.spill_over ? OtherWaitingLocked(consumer, seqs.size())
+                           : OtherBehindLocked(consumer, seqs.size()))) {
     return Acquired::kWait;
   }
   // A share of exactly zero is an explicit "not here" (ratio 1.0 offloads everything): such a

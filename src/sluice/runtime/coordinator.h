@@ -62,6 +62,10 @@ struct CoordinatorOptions {
   // Samples a previous run already delivered (may be null; see above). `epochs` still
   // counts from epoch 0.
   std::shared_ptr<const pipeline::SourceProgress> resume;
+  // false: no spill-over (FastFlow's counters): a consumer behind its share is waited for
+  // even when it has no room, and one ahead of its share gets a split only when no other
+  // active consumer is behind (so a failed consumer's share does not stall the others).
+  bool spill_over = true;
 };
 
 struct ConsumerConfig {
@@ -125,6 +129,10 @@ class Coordinator {
   int64_t ConsumerFailed(int consumer);
   // Puts `consumer` back in service (after a reconnect).
   void SetActive(int consumer, bool active);
+  // New target shares, one per consumer (>= 0, not all zero; normalised here). The shares
+  // are then enforced on the samples handed out from now on (past imbalance is forgotten).
+  // InvalidArgument for a wrong count or bad values.
+  Status SetShares(const std::vector<double>& shares);
   // The consumer says it will deliver nothing more of `split_id` (a worker's SplitDone):
   // samples of the split still unresolved are re-queued. Returns how many (normally 0).
   int64_t ReleaseSplit(uint64_t split_id);
@@ -156,6 +164,7 @@ class Coordinator {
   struct Consumer {
     ConsumerConfig config;
     int64_t assigned = 0;
+    int64_t assigned_base = 0;  // `assigned` when the shares last changed
     int64_t splits = 0;
     int open = 0;
   };
@@ -170,6 +179,8 @@ class Coordinator {
   Acquired AcquireLocked(int consumer, SplitAssignment* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EligibleLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OtherWaitingLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if another active consumer with a positive share is below its share (room or not).
+  bool OtherBehindLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if a consumer other than `consumer` is active with a positive share.
   bool OtherActiveWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next split's sequence numbers (front of the re-queue, else a fresh run), without
@@ -207,6 +218,7 @@ class Coordinator {
   std::unordered_map<uint64_t, uint64_t> split_of_ ABSL_GUARDED_BY(mu_);  // seq -> open split
   uint64_t next_split_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t total_assigned_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t total_assigned_base_ ABSL_GUARDED_BY(mu_) = 0;  // when the shares last changed
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;

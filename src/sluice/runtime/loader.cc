@@ -367,6 +367,9 @@ struct Loader::Impl {
 
   mutable std::mutex warn_mu;
   std::vector<std::string> warnings ABSL_GUARDED_BY(warn_mu);
+
+  mutable std::mutex plan_mu;
+  double ratio_now ABSL_GUARDED_BY(plan_mu) = 0;  // options.ratio, then SetShares'
 };
 
 void Loader::Impl::Warn(const std::string& message) {
@@ -390,6 +393,11 @@ class RemoteLink {
  public:
   RemoteLink(Loader::Impl* loader, int consumer, rpc::ConnectOptions connect, double share)
       : loader_(loader), consumer_(consumer), connect_(std::move(connect)), share_(share) {}
+
+  void set_share(double share) {
+    std::lock_guard<std::mutex> lock(mu_);
+    share_ = share;
+  }
 
   ~RemoteLink() { Stop(); }
 
@@ -637,7 +645,7 @@ class RemoteLink {
   Loader::Impl* const loader_;
   const int consumer_;
   const rpc::ConnectOptions connect_;
-  const double share_;
+  double share_ ABSL_GUARDED_BY(mu_);
   std::thread supervisor_;
 
   mutable std::mutex mu_;
@@ -810,6 +818,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   d.spec = spec;
   d.options = std::move(options);
   const LoaderOptions& opt = d.options;
+  {
+    std::lock_guard<std::mutex> lock(d.plan_mu);
+    d.ratio_now = opt.ratio;
+  }
 
   if (opt.threads > 0) {
     d.threads = opt.threads;
@@ -915,6 +927,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   co.epochs = spec.epochs;
   co.split_size = split_size;
   co.resume = opt.resume;
+  co.spill_over = opt.spill_over;
   if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
   SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));
 
@@ -1043,6 +1056,37 @@ Status Loader::GetNext(Element* out, bool* end_of_stream) {
 
 void Loader::Cancel() { impl_->CancelAll(); }
 
+Status Loader::SetShares(double ratio, const std::vector<double>& worker_shares) {
+  Impl& d = *impl_;
+  if (d.local || d.coordinator == nullptr) {
+    return absl::FailedPreconditionError(
+        "this Loader runs the local pipeline; offloading needs a new Loader");
+  }
+  if (!(ratio >= 0 && ratio <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("ratio must be in [0, 1]; got ", ratio));
+  }
+  const size_t n = d.links.size();
+  std::vector<double> shares = worker_shares;
+  if (shares.empty()) shares.assign(n, 1.0);
+  if (shares.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", shares.size(), " worker shares for ", n, " workers"));
+  }
+  double sum = 0;
+  for (double s : shares) {
+    if (!(s >= 0)) return absl::InvalidArgumentError("worker shares must be >= 0");
+    sum += s;
+  }
+  if (sum <= 0) shares.assign(n, 1.0), sum = static_cast<double>(n);
+  std::vector<double> consumer_shares = {1.0 - ratio};
+  for (size_t i = 0; i < n; ++i) consumer_shares.push_back(ratio * shares[i] / sum);
+  SLUICE_RETURN_IF_ERROR(d.coordinator->SetShares(consumer_shares));
+  for (size_t i = 0; i < n; ++i) d.links[i]->set_share(consumer_shares[i + 1]);
+  std::lock_guard<std::mutex> lock(d.plan_mu);
+  d.ratio_now = ratio;
+  return absl::OkStatus();
+}
+
 const Schema& Loader::output_schema() const {
   return impl_->root->schema();
 }
@@ -1055,7 +1099,10 @@ LoaderReport Loader::Report() const {
   const Impl& d = *impl_;
   LoaderReport r;
   r.cut = d.options.cut;
-  r.ratio = d.options.ratio;
+  {
+    std::lock_guard<std::mutex> lock(d.plan_mu);
+    r.ratio = d.ratio_now;
+  }
   r.read_mode = d.options.read_mode;
   r.compression = d.options.compression;
   r.threads = d.threads;

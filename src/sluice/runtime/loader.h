@@ -62,6 +62,9 @@ struct LoaderOptions {
   double ratio = 0;
   // Relative shares of the workers (empty: equal); one per worker.
   std::vector<double> worker_shares;
+  // false: no spill-over (FastFlow's counters, for the baseline): a side behind its share is
+  // waited for (CoordinatorOptions::spill_over).
+  bool spill_over = true;
   rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
   rpc::Compression compression = rpc::Compression::kNone;
   int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget
@@ -132,6 +135,13 @@ class Loader {
   // The next batch (or sample, without batching).
   Status GetNext(Element* out, bool* end_of_stream);
   void Cancel();
+
+  // Changes how much goes to the workers without reconnecting: `ratio` in [0, 1] and the
+  // workers' relative shares (empty: equal; else one per worker). Applies to the splits
+  // handed out from now on. FailedPrecondition for a Loader running the plain local pipeline
+  // (created without workers or with ratio 0: offloading needs a new Loader).
+  // Thread-safe.
+  Status SetShares(double ratio, const std::vector<double>& worker_shares);
 
   const Schema& output_schema() const;
   int64_t samples_per_epoch() const;

@@ -278,6 +278,78 @@ TEST_F(LoaderTest, FirstComeRunDeliversTheSameSamplesWithCompression) {
   }
 }
 
+TEST_F(LoaderTest, SetSharesChangesTheRatioWithoutAReconnect) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = 3;
+  const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+  for (double ratio : {0.0, 1.0}) {
+    auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/3, /*ratio=*/0.5));
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<Element> got;
+    for (int i = 0; i < 4; ++i) {
+      Element e;
+      bool end = false;
+      ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
+      ASSERT_FALSE(end);
+      got.push_back(std::move(e));
+    }
+    ASSERT_TRUE((*loader)->SetShares(ratio, {}).ok());
+    const LoaderReport before = (*loader)->Report();
+    ASSERT_TRUE(Drain(**loader, &got).ok());
+    const LoaderReport after = (*loader)->Report();
+    EXPECT_TRUE(ById(got) == expected) << ratio;
+    EXPECT_DOUBLE_EQ(after.ratio, ratio);
+    ASSERT_EQ(after.workers.size(), 1u);
+    EXPECT_DOUBLE_EQ(after.workers[0].share, ratio);
+    EXPECT_EQ(after.workers[0].connects, 1) << "no reconnect";
+    // Only what the side now left out had already been handed (its open splits, 8 samples
+    // each) reaches the merge from it after the change.
+    if (ratio == 0) {
+      EXPECT_LE(after.workers[0].samples - before.workers[0].samples, 3 * 8);
+      EXPECT_GT(after.samples_local - before.samples_local, 48);
+    } else {
+      EXPECT_LE(after.samples_local - before.samples_local, 3 * 8);
+      EXPECT_GT(after.workers[0].samples - before.workers[0].samples, 48);
+    }
+  }
+}
+
+TEST_F(LoaderTest, SetSharesNeedsAnOffloadingLoaderAndValidShares) {
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  auto local = Loader::Create(spec, LoaderOptions{});
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ((*local)->SetShares(0.5, {}).code(), absl::StatusCode::kFailedPrecondition);
+
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/2, /*ratio=*/0.5));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ((*loader)->SetShares(1.5, {}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*loader)->SetShares(0.5, {1, 2}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*loader)->SetShares(0.25, {3}).ok());
+  EXPECT_DOUBLE_EQ((*loader)->Report().ratio, 0.25);
+}
+
+TEST_F(LoaderTest, WithoutSpillOverEverySampleStillArrivesOnce) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = 2;
+  const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+  LoaderOptions plan = Plan({worker->address()}, /*cut=*/4, /*ratio=*/0.5);
+  plan.spill_over = false;
+  auto loader = Loader::Create(spec, plan);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  EXPECT_TRUE(ById(got) == expected);
+  const LoaderReport r = (*loader)->Report();
+  // Counters, not spill-over: each side got its half, to a split or two.
+  EXPECT_NEAR(static_cast<double>(r.samples_local), kImages, 2 * 8 + 1);
+}
+
 TEST_F(LoaderTest, UnreachableWorkerAtStartIsReportedAndTheRunIsLocal) {
   const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
   const std::vector<Element> expected = DrainLocal(spec);

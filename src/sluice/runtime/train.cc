@@ -18,7 +18,8 @@ namespace sluice::runtime {
 namespace {
 
 constexpr const char* kPolicyForms =
-    "expected 'none' or 'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]'";
+    "expected 'auto', 'sluice', 'fastflow', 'fastflow:code', 'none' or "
+    "'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]'";
 
 Status PolicyError(std::string_view text, const std::string& why) {
   return absl::InvalidArgumentError(
@@ -28,6 +29,8 @@ Status PolicyError(std::string_view text, const std::string& why) {
 }  // namespace
 
 std::string TrainPolicy::ToString() const {
+  if (name == "sluice" && is_auto) return "auto";
+  if (name == "fastflow" && fastflow_code) return "fastflow:code";
   if (name != "fixed") return name;
   return absl::StrCat("fixed:cut=", cut == kCutAfterBatch ? "batch" : absl::StrCat(cut),
                       ",ratio=", ratio,
@@ -38,6 +41,16 @@ std::string TrainPolicy::ToString() const {
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
   TrainPolicy policy;
   if (text == "none") return policy;
+  if (text == "auto" || text == "sluice") {
+    policy.name = "sluice";
+    policy.is_auto = text == "auto";
+    return policy;
+  }
+  if (text == "fastflow" || text == "fastflow:paper" || text == "fastflow:code") {
+    policy.name = "fastflow";
+    policy.fastflow_code = text == "fastflow:code";
+    return policy;
+  }
   constexpr std::string_view kFixed = "fixed:";
   if (text.substr(0, kFixed.size()) != kFixed) {
     return PolicyError(text, "unknown policy");
@@ -103,8 +116,30 @@ StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
   return policy;
 }
 
+namespace {
+
+class LoaderSource final : public BatchSource {
+ public:
+  explicit LoaderSource(Loader& loader) : loader_(loader) {}
+  Status GetNext(Element* out, bool* end_of_stream) override {
+    return loader_.GetNext(out, end_of_stream);
+  }
+
+ private:
+  Loader& loader_;
+};
+
+}  // namespace
+
 StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
+  LoaderSource source(loader);
+  return RunTraining(source, options);
+}
+
+StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& options) {
   TrainResult result;
+  Element cached;
+  bool have_cached = false;
   result.warmup_steps = options.warmup_steps >= 0
                             ? options.warmup_steps
                             : (options.steps >= 10 ? std::min<int64_t>(options.steps / 10, 10) : 0);
@@ -120,7 +155,15 @@ StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
     Element batch;
     bool end = false;
     const int64_t wait_start = NowNanos();
-    SLUICE_RETURN_IF_ERROR(loader.GetNext(&batch, &end));
+    if (options.repeat_first_batch && have_cached) {
+      batch = cached;  // shares the tensors' buffers: no copy
+    } else {
+      SLUICE_RETURN_IF_ERROR(loader.GetNext(&batch, &end));
+      if (options.repeat_first_batch && !end) {
+        cached = batch;
+        have_cached = true;
+      }
+    }
     const int64_t got = NowNanos();
     stall_ns += got - wait_start;
     if (end) {

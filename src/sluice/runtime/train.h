@@ -19,20 +19,35 @@
 namespace sluice::runtime {
 
 struct TrainPolicy {
-  std::string name = "none";  // "none": all local; "fixed": the cut and ratio given
+  // "none": all local; "fixed": the cut and ratio given; "sluice" (also spelled "auto"): the
+  // sluice planner with its closed loop (AutoLoader); "fastflow": FastFlow's profiling runs
+  // and Algorithm 1 (FastFlowRunner), `fastflow_code` with the released code's formula.
+  std::string name = "none";
+  bool is_auto = false;        // spelled "auto" (the default of `sluice train`)
+  bool fastflow_code = false;  // "fastflow:code"
   int cut = 0;                // kCutAfterBatch for cut=batch
   double ratio = 0;
   rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
   rpc::Compression compression = rpc::Compression::kNone;
 
-  // "none", or "fixed:cut=3,ratio=0.5,read=remote,compress=none".
+  // "none", "auto", "sluice", "fastflow", "fastflow:code", or
+  // "fixed:cut=3,ratio=0.5,read=remote,compress=none".
   std::string ToString() const;
 };
 
-// Parses `none` or `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]`
+// Parses `none`, `auto`, `sluice`, `fastflow[:paper|:code]` or
+// `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]`
 // (K an op count or `batch`, R in [0, 1]). `num_ops` (when >= 0) bounds K. Errors are
 // InvalidArgument and say what is wrong and what is expected.
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops = -1);
+
+// What a training loop pulls batches from: a Loader, or an adaptive loader that replaces
+// its Loader as the plan changes (AutoLoader).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual Status GetNext(Element* out, bool* end_of_stream) = 0;
+};
 
 struct TrainProgress {
   int64_t steps = 0;
@@ -51,6 +66,9 @@ struct TrainOptions {
   std::function<void(const Element&)> on_batch;
   // Called after each step (from the calling thread).
   std::function<void(const TrainProgress&)> on_step;
+  // Train on the first batch over and over (FastFlow's take(1).cache().repeat(), which
+  // measures the model's own rate): only one batch is taken from the loader.
+  bool repeat_first_batch = false;
 };
 
 struct TrainResult {
@@ -77,6 +95,7 @@ struct TrainResult {
 };
 
 // Runs the loop: take a batch (timed as stall), then "compute" for accelerator_ms.
+StatusOr<TrainResult> RunTraining(BatchSource& source, const TrainOptions& options);
 StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options);
 
 }  // namespace sluice::runtime

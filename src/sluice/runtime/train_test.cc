@@ -84,8 +84,36 @@ TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
     ASSERT_FALSE(p.ok()) << c.text;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.error)) << c.text;
-    EXPECT_THAT(std::string(p.status().message()), HasSubstr("expected 'none' or")) << c.text;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("expected 'auto', 'sluice'"))
+        << c.text;
   }
+}
+
+TEST(ParsePolicyTest, AcceptsThePlanners) {
+  struct Case {
+    const char* text;
+    const char* name;
+    bool is_auto;
+    bool fastflow_code;
+    const char* canonical;
+  };
+  const std::vector<Case> cases = {
+      {"auto", "sluice", true, false, "auto"},
+      {"sluice", "sluice", false, false, "sluice"},
+      {"fastflow", "fastflow", false, false, "fastflow"},
+      {"fastflow:paper", "fastflow", false, false, "fastflow"},
+      {"fastflow:code", "fastflow", false, true, "fastflow:code"},
+  };
+  for (const Case& c : cases) {
+    auto p = ParsePolicy(c.text, /*num_ops=*/5);
+    ASSERT_TRUE(p.ok()) << c.text << ": " << p.status();
+    EXPECT_EQ(p->name, c.name) << c.text;
+    EXPECT_EQ(p->is_auto, c.is_auto) << c.text;
+    EXPECT_EQ(p->fastflow_code, c.fastflow_code) << c.text;
+    EXPECT_EQ(p->ToString(), c.canonical) << c.text;
+  }
+  EXPECT_FALSE(ParsePolicy("fastflow:magic").ok());
+  EXPECT_FALSE(ParsePolicy("sluice:fast").ok());
 }
 
 class RunTrainingTest : public ::testing::Test {
@@ -135,6 +163,25 @@ TEST_F(RunTrainingTest, CountsStepsSamplesAndSplitsTimeIntoStallAndCompute) {
   EXPECT_GT(result->samples_per_s(), 0);
   EXPECT_GE(result->stall_fraction(), 0);
   EXPECT_LT(result->stall_fraction(), 1);
+}
+
+TEST_F(RunTrainingTest, RepeatFirstBatchTakesOneBatchAndTrainsOnItAgain) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 7;  // more batches than the data has (10 samples, batches of 3)
+  options.repeat_first_batch = true;
+  std::vector<std::vector<SampleId>> members;
+  options.on_batch = [&](const Element& b) { members.push_back(b.members); };
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 7);
+  EXPECT_EQ(result->samples, 21);
+  EXPECT_FALSE(result->data_ended);
+  ASSERT_EQ(members.size(), 7u);
+  for (const auto& m : members) EXPECT_EQ(m, members[0]);
+  // The loader gave one batch only: the rest of the data is still there.
+  EXPECT_EQ(loader->Report().samples_out, 3);
 }
 
 TEST_F(RunTrainingTest, StopsWhenTheDataEnds) {

@@ -1,0 +1,93 @@
+// The Probe RPC and rpc::ProbeWorker (the trainer's link measurement at connect).
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/remote_stream.h"
+#include "sluice/rpc/worker.grpc.pb.h"
+
+namespace sluice::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<GrpcWorkerServer> StartProbeServer(const std::string& token = "",
+                                                   size_t max_message = 64 << 20) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.token = token;
+  options.worker.threads = 1;
+  options.worker.max_message_bytes = max_message;
+  auto server = GrpcWorkerServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+TEST(ProbeTest, TheWorkerAnswersWithTheBytesAskedForUpToItsLimit) {
+  auto server = StartProbeServer("", /*max_message=*/1 << 20);
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::Worker::NewStub(channel);
+  for (uint64_t asked : {uint64_t{0}, uint64_t{1000}, uint64_t{5} << 20}) {
+    grpc::ClientContext ctx;
+    proto::ProbeRequest req;
+    req.set_bytes(asked);
+    proto::ProbeResponse resp;
+    grpc::Status s = stub->Probe(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.payload().size(), std::min<uint64_t>(asked, (1 << 20) - 4096)) << asked;
+  }
+}
+
+TEST(ProbeTest, ProbeWorkerMeasuresRttBandwidthAndReadsTheInfo) {
+  auto server = StartProbeServer();
+  ASSERT_NE(server, nullptr);
+  ConnectOptions c;
+  c.address = server->address();
+  StatusOr<LinkProbe> probe = ProbeWorker(c, /*target_s=*/0.02, /*max_s=*/0.5);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->info.address, server->address());
+  EXPECT_GT(probe->info.cpu_budget, 0);
+  EXPECT_FALSE(probe->info.ops.empty());
+  EXPECT_GT(probe->rtt_s, 0);
+  EXPECT_GT(probe->bytes_per_s, 0);
+  EXPECT_GE(probe->probe_bytes, 64 << 10);
+  EXPECT_GT(probe->probe_s, 0);
+}
+
+TEST(ProbeTest, ProbeWorkerSendsTheToken) {
+  auto server = StartProbeServer("s3cret");
+  ASSERT_NE(server, nullptr);
+  ConnectOptions c;
+  c.address = server->address();
+  c.token = "s3cret";
+  EXPECT_TRUE(ProbeWorker(c, 0.01, 0.2).ok());
+  c.token = "wrong";
+  StatusOr<LinkProbe> refused = ProbeWorker(c, 0.01, 0.2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(server->address()));
+}
+
+TEST(ProbeTest, AnUnreachableWorkerIsUnavailable) {
+  std::string address;
+  {
+    auto server = StartProbeServer();
+    ASSERT_NE(server, nullptr);
+    address = server->address();
+  }
+  ConnectOptions c;
+  c.address = address;
+  c.connect_timeout_s = 0.3;
+  StatusOr<LinkProbe> probe = ProbeWorker(c, 0.01, 0.2);
+  ASSERT_FALSE(probe.ok());
+  EXPECT_EQ(probe.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(probe.status().message()), HasSubstr(address));
+}
+
+}  // namespace
+}  // namespace sluice::rpc

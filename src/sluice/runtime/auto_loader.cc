@@ -1,0 +1,404 @@
+#include "sluice/runtime/auto_loader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sluice/core/clock.h"
+#include "sluice/core/cpu_budget.h"
+#include "sluice/policy/sluice_planner.h"
+
+namespace sluice::runtime {
+namespace {
+
+void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
+  for (WorkerReport& s : sum) {
+    if (s.address != w.address) continue;
+    s.share = w.share;
+    s.samples += w.samples;
+    s.bytes_received += w.bytes_received;
+    s.read_cpu_ns += w.read_cpu_ns;
+    s.decode_cpu_ns += w.decode_cpu_ns;
+    s.connected = w.connected;
+    s.connects += w.connects;
+    s.failures += w.failures;
+    if (!w.last_error.empty()) s.last_error = w.last_error;
+    if (!w.metrics.empty()) s.metrics = w.metrics;
+    return;
+  }
+  sum.push_back(w);
+}
+
+// `sum` += `r` (counters add up; the plan fields and op stats are `r`'s).
+void AddReport(LoaderReport& sum, const LoaderReport& r) {
+  sum.offloaded = r.offloaded;
+  sum.cut = r.cut;
+  sum.ratio = r.ratio;
+  sum.read_mode = r.read_mode;
+  sum.compression = r.compression;
+  sum.threads = r.threads;
+  sum.samples_local += r.samples_local;
+  for (const WorkerReport& w : r.workers) AddWorker(sum.workers, w);
+  sum.duplicates_dropped += r.duplicates_dropped;
+  sum.requeued_samples += r.requeued_samples;
+  sum.skipped += r.skipped;
+  sum.samples_out += r.samples_out;
+  sum.batches_out += r.batches_out;
+  sum.local_ops = r.local_ops;
+  for (const std::string& w : r.warnings) {
+    if (sum.warnings.size() < 100) sum.warnings.push_back(w);
+  }
+}
+
+int64_t SamplesOf(const Element& e) {
+  return e.members.empty() ? 1 : static_cast<int64_t>(e.members.size());
+}
+
+}  // namespace
+
+AutoLoader::AutoLoader(pipeline::PipelineSpec spec, AutoOptions options)
+    : spec_(std::move(spec)), options_(std::move(options)) {}
+
+AutoLoader::~AutoLoader() {
+  Cancel();
+  if (prober_.joinable()) prober_.join();
+  if (reprober_.joinable()) reprober_.join();
+  loader_.reset();
+}
+
+void AutoLoader::Log(const std::string& message) const {
+  if (options_.log) {
+    options_.log(message);
+  } else {
+    std::fprintf(stderr, "sluice: %s\n", message.c_str());
+  }
+}
+
+StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::PipelineSpec& spec,
+                                                         AutoOptions options) {
+  std::unique_ptr<AutoLoader> a(new AutoLoader(spec, std::move(options)));
+  LoaderOptions local = a->options_.base;
+  local.workers.clear();
+  local.ratio = 0;
+  local.cut = 0;
+  local.resume = nullptr;
+  SLUICE_ASSIGN_OR_RETURN(a->loader_, Loader::Create(a->spec_, local));
+  a->loaders_created_ = 1;
+  a->applied_ = policy::Plan();
+
+  const size_t n = a->options_.workers.size();
+  a->reachable_.assign(n, false);
+  a->last_worker_samples_.assign(n, 0);
+  if (n > 0) {
+    AutoLoader* self = a.get();
+    a->prober_ = std::thread([self] {
+      self->probes_ = ProbeWorkers(self->options_.workers, &self->probe_errors_);
+    });
+  }
+
+  if (a->options_.metric_store.has_value()) {
+    a->store_.emplace(*a->options_.metric_store);
+    a->key_.pipeline_fingerprint = pipeline::Fingerprint(a->spec_);
+    a->key_.host_fingerprint = policy::ProbeHostFingerprint(ProbeCpuBudget().cpus());
+    policy::MetricLoadResult loaded = a->store_->Load(a->key_);
+    if (loaded.costs.has_value()) {
+      a->stored_costs_ = std::move(loaded.costs);
+      a->store_note_ = absl::StrCat("hit (saved ", static_cast<int64_t>(loaded.age_s), " s ago)");
+      a->Log(absl::StrCat("metric store: planning from the costs in ", loaded.path, ", saved ",
+                          static_cast<int64_t>(loaded.age_s), " s ago"));
+    } else if (!loaded.warning.empty()) {
+      a->store_note_ = loaded.warning;
+      a->Log(absl::StrCat("warning: ", loaded.warning));
+    } else {
+      a->store_note_ = "miss";
+    }
+  }
+  return a;
+}
+
+void AutoLoader::JoinProbes() {
+  if (probes_joined_) return;
+  if (prober_.joinable()) prober_.join();
+  probes_joined_ = true;
+  probes_.resize(options_.workers.size());
+  probe_errors_.resize(options_.workers.size());
+  for (size_t i = 0; i < probes_.size(); ++i) {
+    reachable_[i] = probes_[i].has_value();
+    if (!probes_[i].has_value()) {
+      Log(absl::StrCat("warning: worker ", options_.workers[i].address,
+                       " did not answer the probe; planning without it: ", probe_errors_[i]));
+    }
+  }
+}
+
+void AutoLoader::Cancel() {
+  if (loader_ != nullptr) loader_->Cancel();
+}
+
+Status AutoLoader::GetNext(Element* out, bool* end_of_stream) {
+  const int64_t before = NowNanos();
+  if (t0_ns_ < 0) t0_ns_ = before;
+  meter_.Before(before);
+  Status s = loader_->GetNext(out, end_of_stream);
+  const int64_t after = NowNanos();
+  meter_.After(after, s.ok() && !*end_of_stream ? SamplesOf(*out) : 0);
+  SLUICE_RETURN_IF_ERROR(s);
+  if (*end_of_stream) return absl::OkStatus();
+  const int loaders = loaders_created_;
+  // Once, on a batch early in the measuring window: what compression would do to the wire.
+  bool measured_codecs = false;
+  if (!codecs_measured_ && window_start_ns_ >= 0 && !stored_costs_.has_value()) {
+    codecs_measured_ = true;
+    measured_codecs = true;
+    codec_costs_ = MeasureCodecs(*out, CostDefaults().recv_cpu_s_per_byte);
+  }
+  // The probe is the profiler's own cost: neither a stall nor the accelerator's step.
+  if (measured_codecs) meter_.Exclude(NowNanos());
+  Status ticked = Tick(NowNanos());
+  // A plan switch on the consumer's thread: the consumer waited for it.
+  if (loaders_created_ != loaders) meter_.ExtendWait(NowNanos());
+  return ticked;
+}
+
+Status AutoLoader::Tick(int64_t now_ns) {
+  const ConsumerCounters& c = meter_.counters();
+  if (controller_ == nullptr) {
+    if (window_start_ns_ < 0) {
+      if (c.batches >= options_.warmup_batches) {
+        window_start_ns_ = now_ns;
+        window_start_ = c;
+      }
+      return absl::OkStatus();
+    }
+    const bool stored = stored_costs_.has_value();
+    const double need_s = stored ? options_.stored_measure_s : options_.measure_s;
+    const int64_t need_batches =
+        stored ? options_.stored_measure_batches : options_.measure_batches;
+    if ((now_ns - window_start_ns_) / 1e9 < need_s || c.batches - window_start_.batches <
+                                                            need_batches) {
+      return absl::OkStatus();
+    }
+    return PlanFirst(now_ns);
+  }
+  if (!options_.closed_loop || !options_.apply_plans) return absl::OkStatus();
+  if ((now_ns - last_observe_ns_) / 1e9 < options_.observe_interval_s) return absl::OkStatus();
+  return Observe(now_ns);
+}
+
+policy::Costs AutoLoader::MeasuredCosts() const {
+  const LoaderReport r = loader_->Report();
+  const policy::Costs* fallback = costs_.has_value()          ? &*costs_
+                                  : stored_costs_.has_value() ? &*stored_costs_
+                                                              : nullptr;
+  return CostsFromReport(spec_, r.local_ops, r.workers, fallback);
+}
+
+Status AutoLoader::PlanFirst(int64_t now_ns) {
+  JoinProbes();
+  const ConsumerWindow window =
+      Window(window_start_, meter_.counters(), (now_ns - window_start_ns_) / 1e9);
+  policy::Profile profile;
+  if (stored_costs_.has_value()) {
+    profile.costs = *stored_costs_;
+  } else {
+    const LoaderReport r = loader_->Report();
+    profile.costs = CostsFromReport(spec_, r.local_ops, r.workers, nullptr);
+    const double recv = profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
+    for (policy::CodecCost c : codec_costs_) {
+      c.trainer_cpu_s_per_byte += recv - CostDefaults().recv_cpu_s_per_byte;
+      profile.costs.codecs.push_back(c);
+    }
+  }
+  costs_ = profile.costs;
+  profile.consumer = ConsumerFrom(window, spec_.batch.size > 0 ? spec_.batch.size : 1);
+  for (size_t i = 0; i < probes_.size(); ++i) {
+    if (probes_[i].has_value()) profile.workers.push_back(WorkerFromProbe(*probes_[i]));
+  }
+  profile.trainer_cpu_budget = TrainerCpuBudget(loader_->Report().threads);
+
+  policy::ControllerOptions copt = options_.controller;
+  copt.planner.allow_after_batch = spec_.batch.size > 0;
+  controller_ = std::make_unique<policy::Controller>(profile, copt);
+  policy::TimelineEntry entry = controller_->Start(Seconds(now_ns));
+  entry.reason = absl::StrCat(
+      stored_costs_.has_value()
+          ? absl::StrCat("planned from stored costs (metric store, ", store_note_, ") and ")
+          : "planned from measured costs and ",
+      window.batches, " batches measured all-local (", absl::StrFormat("%.2f", window.wall_s),
+      " s, stall ", absl::StrFormat("%.1f%%", 100 * window.stall_fraction()), "): ",
+      entry.reason);
+  profile_for_report_ = profile;
+  if (options_.apply_plans) SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
+  time_to_plan_s_ = Seconds(NowNanos());
+  LogDecision(entry);
+  timeline_.push_back(entry);
+  last_observe_ns_ = NowNanos();
+  last_observe_ = meter_.counters();
+  smoothed_step_s_ = profile.consumer.step_s;
+  return absl::OkStatus();
+}
+
+Status AutoLoader::Observe(int64_t now_ns) {
+  const double period = (now_ns - last_observe_ns_) / 1e9;
+  const ConsumerWindow window = Window(last_observe_, meter_.counters(), period);
+  const LoaderReport r = loader_->Report();
+  policy::Measurement m;
+  m.t_s = Seconds(now_ns);
+  m.samples_per_s = window.samples_per_s();
+  m.stall_fraction = window.stall_fraction();
+  // Smoothed over periods: a sleep-sized step jitters by more than the controller's threshold
+  // from one second to the next; a real change still shows within a period or two.
+  if (window.step_s > 0) {
+    smoothed_step_s_ =
+        smoothed_step_s_ > 0 ? 0.5 * smoothed_step_s_ + 0.5 * window.step_s : window.step_s;
+  }
+  m.step_s = smoothed_step_s_;
+  for (size_t i = 0; i < options_.workers.size(); ++i) {
+    policy::WorkerMeasurement wm;
+    wm.address = options_.workers[i].address;
+    wm.cpu_budget = probes_[i].has_value() ? probes_[i]->info.cpu_budget : 0;
+    const WorkerReport* in_loader = nullptr;
+    for (const WorkerReport& w : r.workers) {
+      if (w.address == wm.address) in_loader = &w;
+    }
+    if (in_loader != nullptr) {
+      reachable_[i] = in_loader->connected;
+      wm.delivered_samples_per_s =
+          period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
+      last_worker_samples_[i] = in_loader->samples;
+      wm.ops = OpCostsOf(in_loader->metrics);
+    }
+    wm.connected = reachable_[i];
+    m.workers.push_back(std::move(wm));
+  }
+  m.local_ops = OpCostsOf(r.local_ops);
+  Reprobe(now_ns);
+  last_observe_ns_ = now_ns;
+  last_observe_ = meter_.counters();
+
+  policy::TimelineEntry entry = controller_->Observe(m);
+  if (entry.kind == policy::DecisionKind::kKeep) return absl::OkStatus();
+  SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
+  LogDecision(entry);
+  timeline_.push_back(std::move(entry));
+  return absl::OkStatus();
+}
+
+void AutoLoader::Reprobe(int64_t now_ns) {
+  constexpr double kReprobeIntervalS = 2.0;
+  if (reprober_.joinable()) {
+    if (!reprobe_done_->load()) return;
+    reprober_.join();
+    for (size_t i = 0; i < reprobes_.size(); ++i) {
+      if (!reprobes_[i].has_value() || reachable_[i]) continue;
+      probes_[i] = reprobes_[i];
+      reachable_[i] = true;
+      Log(absl::StrCat("worker ", options_.workers[i].address, " answers again"));
+    }
+  }
+  if ((now_ns - last_reprobe_ns_) / 1e9 < kReprobeIntervalS) return;
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < reachable_.size(); ++i) {
+    if (!reachable_[i]) todo.push_back(i);
+  }
+  if (todo.empty()) return;
+  last_reprobe_ns_ = now_ns;
+  reprobes_.assign(options_.workers.size(), std::nullopt);
+  reprobe_done_ = std::make_shared<std::atomic<bool>>(false);
+  std::vector<rpc::ConnectOptions> connects;
+  for (size_t i : todo) {
+    rpc::ConnectOptions c = options_.workers[i];
+    c.connect_timeout_s = std::min(c.connect_timeout_s, 0.5);
+    connects.push_back(std::move(c));
+  }
+  reprober_ = std::thread([this, todo, connects, done = reprobe_done_] {
+    std::vector<std::optional<rpc::LinkProbe>> got = ProbeWorkers(connects, nullptr);
+    for (size_t k = 0; k < todo.size(); ++k) reprobes_[todo[k]] = std::move(got[k]);
+    done->store(true);
+  });
+}
+
+void AutoLoader::LogDecision(const policy::TimelineEntry& entry) const {
+  if (!options_.apply_plans) return;
+  Log(absl::StrFormat("%.2f s: %s: %s (%s)", entry.t_s, policy::DecisionKindName(entry.kind),
+                      entry.plan.PolicyString(), entry.reason));
+}
+
+Status AutoLoader::Apply(const policy::Plan& plan) {
+  if (!plan.offload || plan.ratio <= 0 || plan.worker_addresses.empty()) {
+    if (offloaded_) {
+      LoaderOptions o = options_.base;
+      o.workers.clear();
+      o.ratio = 0;
+      o.cut = 0;
+      SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
+      offloaded_ = false;
+    }
+    applied_ = plan;
+    return absl::OkStatus();
+  }
+  const bool same_shape = offloaded_ && applied_.cut == plan.cut &&
+                          applied_.read_mode == plan.read_mode && applied_.codec == plan.codec &&
+                          applied_.worker_addresses == plan.worker_addresses;
+  if (same_shape) {
+    SLUICE_RETURN_IF_ERROR(loader_->SetShares(plan.ratio, plan.worker_shares));
+    applied_ = plan;
+    return absl::OkStatus();
+  }
+  LoaderOptions o = options_.base;
+  o.workers.clear();
+  for (const std::string& address : plan.worker_addresses) {
+    for (const rpc::ConnectOptions& c : options_.workers) {
+      if (c.address == address) o.workers.push_back(c);
+    }
+  }
+  o.cut = plan.cut;
+  o.ratio = plan.ratio;
+  o.worker_shares = plan.worker_shares;
+  o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
+  o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
+  SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
+  offloaded_ = true;
+  applied_ = plan;
+  return absl::OkStatus();
+}
+
+Status AutoLoader::Replace(LoaderOptions options) {
+  auto progress = std::make_shared<const pipeline::SourceProgress>(loader_->Progress());
+  loader_->Cancel();
+  AddReport(retired_, loader_->Report());
+  loader_.reset();
+  options.resume = progress;
+  StatusOr<std::unique_ptr<Loader>> created = Loader::Create(spec_, std::move(options));
+  if (!created.ok()) return created.status();
+  loader_ = *std::move(created);
+  ++loaders_created_;
+  std::fill(last_worker_samples_.begin(), last_worker_samples_.end(), 0);
+  return absl::OkStatus();
+}
+
+Status AutoLoader::Finish() {
+  if (!store_.has_value() || loader_ == nullptr) return absl::OkStatus();
+  if (!costs_.has_value()) return absl::OkStatus();  // never measured enough to plan
+  policy::Costs costs = MeasuredCosts();
+  return store_->Save(key_, costs);
+}
+
+AutoReport AutoLoader::Report() const {
+  AutoReport r;
+  r.plan = controller_ != nullptr ? controller_->plan() : applied_;
+  r.timeline = timeline_;
+  r.profile = profile_for_report_;
+  r.time_to_plan_s = time_to_plan_s_;
+  r.costs_from_store = stored_costs_.has_value();
+  if (store_.has_value()) r.store_path = store_->PathFor(key_);
+  r.store_note = store_note_;
+  r.loaders_created = loaders_created_;
+  r.loader = retired_;
+  if (loader_ != nullptr) AddReport(r.loader, loader_->Report());
+  return r;
+}
+
+}  // namespace sluice::runtime

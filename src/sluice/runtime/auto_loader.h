@@ -1,0 +1,158 @@
+// AutoLoader: the `sluice` policy (and `auto`) at run time. It starts with the plain local
+// pipeline, measures a short window of real training (the consumer's wait and step, the
+// per-op costs; the workers' CPU budget, link and RTT from a probe at start), builds a
+// policy::Profile and asks policy::Controller for the first plan (PlanSluice). An offloading
+// plan replaces the local Loader by one with the plan, resuming from the first one's
+// progress (LoaderOptions::resume), so no sample is lost or repeated. Then, about once a
+// second, it feeds the controller a Measurement (rate, stall, step, per worker delivered rate
+// and connection, fresh per-op costs) and applies its decisions: a ratio or shares change
+// through Loader::SetShares (no reconnect), anything else (cut, read mode, codec, worker set)
+// with a new Loader resumed from the old one's progress. Every decision goes into timeline().
+//
+// Metric store: with one (AutoOptions::metric_store), costs are looked up by the pipeline's
+// and the host's fingerprints at Create; a hit plans after a much shorter window (only the
+// step time needs measuring). Finish() saves the costs measured in this run. Stale or
+// corrupt entries are reported through `log` and ignored.
+//
+// Thread-compatible: one consumer calls GetNext(); Report() from that thread too (or after it
+// stopped). Cancel() from any thread.
+#ifndef SLUICE_RUNTIME_AUTO_LOADER_H_
+#define SLUICE_RUNTIME_AUTO_LOADER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/core/status.h"
+#include "sluice/pipeline/spec.h"
+#include "sluice/policy/controller.h"
+#include "sluice/policy/metric_store.h"
+#include "sluice/policy/plan.h"
+#include "sluice/policy/profile.h"
+#include "sluice/runtime/loader.h"
+#include "sluice/runtime/profiler.h"
+#include "sluice/runtime/train.h"
+
+namespace sluice::runtime {
+
+struct AutoOptions {
+  std::vector<rpc::ConnectOptions> workers;
+  // Threads, split size, buffers, reconnects, warn: used for every Loader it creates (its
+  // workers, cut, ratio, shares, read mode, compression and resume are set by the plans).
+  LoaderOptions base;
+  // The all-local measuring window: at least this long and this many batches, after
+  // `warmup_batches` (start-up) batches.
+  double measure_s = 2.0;
+  int64_t measure_batches = 8;
+  // The same with costs from the metric store (only the step time is measured).
+  double stored_measure_s = 0.3;
+  int64_t stored_measure_batches = 3;
+  int64_t warmup_batches = 1;
+  bool closed_loop = true;
+  double observe_interval_s = 1.0;
+  // false: plan but keep the local pipeline (`sluice plan`).
+  bool apply_plans = true;
+  // Where costs are kept between runs; nullopt: no store.
+  std::optional<policy::MetricStoreOptions> metric_store;
+  policy::ControllerOptions controller;
+  // Notes for the user (metric store hits and misses, warnings): default stderr.
+  std::function<void(const std::string&)> log;
+};
+
+struct AutoReport {
+  policy::Plan plan;  // in force now
+  // Every decision other than keep, as the controller made it (the first one's reason says
+  // where the costs came from).
+  std::vector<policy::TimelineEntry> timeline;
+  std::optional<policy::Profile> profile;  // what the first plan was made from
+  // From the first batch request to the first plan applied (or the decision not to offload);
+  // nullopt if the run ended before.
+  std::optional<double> time_to_plan_s;
+  bool costs_from_store = false;
+  std::string store_path;   // the entry looked up (empty: no store)
+  std::string store_note;   // "hit (saved 12 s ago)", "miss", or the warning
+  int loaders_created = 0;  // 1 + the plan switches that needed a new Loader
+  // Summed over every Loader of the run (workers by address).
+  LoaderReport loader;
+};
+
+class AutoLoader final : public BatchSource {
+ public:
+  // Creates the local Loader, starts probing the workers in the background and looks the
+  // costs up in the metric store.
+  static StatusOr<std::unique_ptr<AutoLoader>> Create(const pipeline::PipelineSpec& spec,
+                                                      AutoOptions options);
+  ~AutoLoader() override;
+
+  Status GetNext(Element* out, bool* end_of_stream) override;
+  void Cancel();
+  // Saves the costs measured in this run to the metric store (when there is one and the run
+  // measured them). Returns the save's status (OK when there was nothing to save).
+  Status Finish();
+
+  bool planned() const { return controller_ != nullptr; }
+  AutoReport Report() const;
+
+ private:
+  AutoLoader(pipeline::PipelineSpec spec, AutoOptions options);
+  void Log(const std::string& message) const;
+  void LogDecision(const policy::TimelineEntry& entry) const;
+  double Seconds(int64_t now_ns) const { return (now_ns - t0_ns_) / 1e9; }
+  Status Tick(int64_t now_ns);
+  Status PlanFirst(int64_t now_ns);
+  Status Observe(int64_t now_ns);
+  Status Apply(const policy::Plan& plan);
+  Status Replace(LoaderOptions options);
+  policy::Costs MeasuredCosts() const;
+  void JoinProbes();
+
+  const pipeline::PipelineSpec spec_;
+  AutoOptions options_;
+  std::unique_ptr<Loader> loader_;
+  bool offloaded_ = false;
+  policy::Plan applied_;  // the plan the current Loader runs
+  LoaderReport retired_;  // the Loaders replaced so far, summed
+  int loaders_created_ = 0;
+
+  std::thread prober_;
+  std::vector<std::optional<rpc::LinkProbe>> probes_;
+  std::vector<std::string> probe_errors_;
+  std::vector<bool> reachable_;  // per configured worker, at last sight
+  bool probes_joined_ = false;
+  // Workers not reachable at last sight are probed again now and then (a worker that comes
+  // back, or starts late, joins the plan).
+  void Reprobe(int64_t now_ns);
+  std::thread reprober_;
+  std::shared_ptr<std::atomic<bool>> reprobe_done_;
+  std::vector<std::optional<rpc::LinkProbe>> reprobes_;  // written by reprober_
+  int64_t last_reprobe_ns_ = 0;
+
+  std::optional<policy::MetricStore> store_;
+  policy::MetricKey key_;
+  std::optional<policy::Costs> stored_costs_;
+  std::string store_note_;
+  std::optional<policy::Costs> costs_;  // the costs of the first plan
+  std::optional<policy::Profile> profile_for_report_;
+  bool codecs_measured_ = false;
+  std::vector<policy::CodecCost> codec_costs_;
+
+  ConsumerMeter meter_;
+  int64_t t0_ns_ = -1;
+  int64_t window_start_ns_ = -1;
+  ConsumerCounters window_start_;
+  std::unique_ptr<policy::Controller> controller_;
+  std::vector<policy::TimelineEntry> timeline_;
+  std::optional<double> time_to_plan_s_;
+  int64_t last_observe_ns_ = 0;
+  ConsumerCounters last_observe_;
+  double smoothed_step_s_ = 0;
+  std::vector<int64_t> last_worker_samples_;  // per configured worker, at the last observe
+};
+
+}  // namespace sluice::runtime
+
+#endif  // SLUICE_RUNTIME_AUTO_LOADER_H_

@@ -1,0 +1,186 @@
+// AutoLoader against an in-process gRPC worker: the first plan, the switch to an offloading
+// Loader without losing or repeating a sample, and the metric store.
+#include "sluice/runtime/auto_loader.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sluice/ops/op_test_util.h"
+#include "sluice/pipeline/local_executor.h"
+#include "sluice/rpc/grpc_worker_server.h"
+
+namespace sluice::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class AutoLoaderTest : public ::testing::Test {
+ protected:
+  static constexpr int kImages = 40;
+
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "sluice-auto-XXXXXX").string();
+    dir_ = mkdtemp(pattern.data());
+    for (int i = 0; i < kImages; ++i) {
+      Tensor img = ops::test::TexturedImage(120 + 3 * (i % 5), 100 + 2 * (i % 7), 3, i + 1);
+      const fs::path p = fs::path(dir_) / "data" / (i % 2 ? "a" : "b") / absl::StrCat(i, ".jpg");
+      fs::create_directories(p.parent_path());
+      std::ofstream(p, std::ios::binary) << ops::test::EncodeJpeg(img);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  pipeline::PipelineSpec Spec(int epochs) const {
+    pipeline::PipelineSpec spec;
+    spec.source.files = {dir_ + "/data/**/*.jpg"};
+    spec.source.label = pipeline::LabelMode::kParentDir;
+    spec.source.shuffle = true;
+    spec.source.seed = 3;
+    spec.ops = {{"read_file", {}},
+                {"decode_jpeg", {}},
+                {"random_resized_crop", {{"size", std::vector<int64_t>{32, 32}}}},
+                {"random_flip", {}}};
+    spec.batch.size = 4;
+    spec.prefetch = 2;
+    spec.epochs = epochs;
+    spec.options.threads = 1;
+    return spec;
+  }
+
+  AutoOptions Options(const std::vector<std::string>& workers) const {
+    AutoOptions o;
+    for (const std::string& a : workers) {
+      rpc::ConnectOptions c;
+      c.address = a;
+      c.connect_timeout_s = 2;
+      o.workers.push_back(c);
+    }
+    o.base.threads = 1;
+    o.base.split_size = 4;
+    o.measure_s = 0.01;
+    o.measure_batches = 3;
+    o.stored_measure_s = 0.01;
+    o.stored_measure_batches = 1;
+    o.log = [](const std::string&) {};
+    return o;
+  }
+
+  static std::map<SampleId, std::string> ById(const std::vector<Element>& batches) {
+    std::map<SampleId, std::string> out;
+    for (const Element& b : batches) {
+      for (size_t m = 0; m < b.members.size(); ++m) {
+        std::string bytes;
+        for (const Tensor& t : b.tensors) {
+          bytes.append(t.Slice(static_cast<int64_t>(m), static_cast<int64_t>(m) + 1).bytes());
+        }
+        EXPECT_TRUE(out.emplace(b.members[m], bytes).second)
+            << "sample " << b.members[m].index << " delivered twice";
+      }
+    }
+    return out;
+  }
+
+  static std::vector<Element> Drain(BatchSource& source) {
+    std::vector<Element> out;
+    for (;;) {
+      Element e;
+      bool end = false;
+      Status s = source.GetNext(&e, &end);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok() || end) return out;
+      out.push_back(std::move(e));
+    }
+  }
+
+  std::map<SampleId, std::string> Expected(const pipeline::PipelineSpec& spec) {
+    auto ex = pipeline::LocalExecutor::Create(spec);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    std::vector<Element> out;
+    for (;;) {
+      Element e;
+      bool end = false;
+      if (!(*ex)->GetNext(&e, &end).ok() || end) break;
+      out.push_back(std::move(e));
+    }
+    return ById(out);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(AutoLoaderTest, WithoutWorkersItPlansNoOffloadAndDeliversEverything) {
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
+  auto loader = AutoLoader::Create(spec, Options({}));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<Element> got = Drain(**loader);
+  EXPECT_TRUE(ById(got) == Expected(spec));
+  const AutoReport r = (*loader)->Report();
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_EQ(r.timeline[0].kind, policy::DecisionKind::kInitial);
+  EXPECT_FALSE(r.plan.offload);
+  EXPECT_EQ(r.loaders_created, 1);
+  ASSERT_TRUE(r.time_to_plan_s.has_value());
+  ASSERT_TRUE(r.profile.has_value());
+  EXPECT_EQ(r.profile->costs.ops.size(), 4u);
+  EXPECT_GT(r.profile->costs.ops[1].cpu_s_per_sample, 0);
+  EXPECT_TRUE(r.profile->workers.empty());
+}
+
+TEST_F(AutoLoaderTest, AStalledRunSwitchesToAnOffloadingLoaderAndLosesNothing) {
+  rpc::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.worker.threads = 2;
+  auto server = rpc::GrpcWorkerServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/12);
+  auto loader = AutoLoader::Create(spec, Options({(*server)->address()}));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  // No accelerator step at all: the loop always waits for data.
+  const std::vector<Element> got = Drain(**loader);
+  EXPECT_TRUE(ById(got) == Expected(spec));
+  const AutoReport r = (*loader)->Report();
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_THAT(r.timeline[0].reason, HasSubstr("measured costs"));
+  ASSERT_TRUE(r.timeline[0].plan.offload) << r.timeline[0].plan.explanation;
+  EXPECT_GE(r.loaders_created, 2);
+  ASSERT_EQ(r.profile->workers.size(), 1u);
+  EXPECT_GT(r.profile->workers[0].cpu_budget, 0);
+  EXPECT_GT(r.profile->workers[0].link_bytes_per_s, 0);
+  EXPECT_GT(r.profile->consumer.stall_fraction, 0.05);
+}
+
+TEST_F(AutoLoaderTest, TheMetricStoreKeepsTheCostsForTheNextRun) {
+  const std::string store = dir_ + "/store";
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
+  AutoOptions o = Options({});
+  o.metric_store = policy::MetricStoreOptions{store, 3600, nullptr};
+  {
+    auto first = AutoLoader::Create(spec, o);
+    ASSERT_TRUE(first.ok()) << first.status();
+    Drain(**first);
+    EXPECT_FALSE((*first)->Report().costs_from_store);
+    EXPECT_EQ((*first)->Report().store_note, "miss");
+    ASSERT_TRUE((*first)->Finish().ok());
+    EXPECT_TRUE(fs::exists((*first)->Report().store_path));
+  }
+  auto second = AutoLoader::Create(spec, o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  Drain(**second);
+  const AutoReport r = (*second)->Report();
+  EXPECT_TRUE(r.costs_from_store);
+  EXPECT_THAT(r.store_note, HasSubstr("hit"));
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_THAT(r.timeline[0].reason, HasSubstr("stored costs"));
+}
+
+}  // namespace
+}  // namespace sluice::runtime

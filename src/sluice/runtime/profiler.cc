@@ -1,0 +1,243 @@
+#include "sluice/runtime/profiler.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "sluice/core/clock.h"
+#include "sluice/core/cpu_budget.h"
+#include "sluice/rpc/compress.h"
+
+namespace sluice::runtime {
+
+double ConsumerWindow::stall_fraction() const {
+  const double busy = wait_s + step_s * static_cast<double>(batches);
+  if (!(busy > 0)) return 0;
+  return std::clamp(wait_s / busy, 0.0, 1.0);
+}
+
+ConsumerWindow Window(const ConsumerCounters& from, const ConsumerCounters& to, double wall_s) {
+  ConsumerWindow w;
+  w.wall_s = wall_s;
+  w.batches = to.batches - from.batches;
+  w.samples = to.samples - from.samples;
+  w.wait_s = (to.wait_ns - from.wait_ns) / 1e9;
+  const int64_t steps = to.steps - from.steps;
+  w.step_s = steps > 0 ? (to.step_ns - from.step_ns) / 1e9 / static_cast<double>(steps) : 0;
+  return w;
+}
+
+void ConsumerMeter::Before(int64_t now_ns) {
+  if (last_return_ >= 0) {
+    counters_.step_ns += now_ns - last_return_;
+    ++counters_.steps;
+  }
+  call_start_ = now_ns;
+}
+
+void ConsumerMeter::After(int64_t now_ns, int64_t samples) {
+  counters_.wait_ns += now_ns - call_start_;
+  if (samples > 0) {
+    ++counters_.batches;
+    counters_.samples += samples;
+  }
+  last_return_ = now_ns;
+}
+
+void ConsumerMeter::ExtendWait(int64_t now_ns) {
+  if (last_return_ < 0) return;
+  counters_.wait_ns += now_ns - last_return_;
+  last_return_ = now_ns;
+}
+
+void ConsumerMeter::Exclude(int64_t now_ns) {
+  if (last_return_ >= 0) last_return_ = now_ns;
+}
+
+std::vector<policy::OpCost> OpCostsOf(const std::vector<pipeline::OpStatsSnapshot>& ops) {
+  std::vector<policy::OpCost> out;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].samples <= 0) continue;
+    policy::OpCost c;
+    c.name = ops[i].name;
+    c.position = static_cast<int>(i);
+    c.cpu_s_per_sample = ops[i].cpu_ns / 1e9 / static_cast<double>(ops[i].samples);
+    c.bytes_out_per_sample = static_cast<double>(ops[i].bytes_out) / ops[i].samples;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<policy::OpCost> OpCostsOf(const std::vector<rpc::WorkerOpMetrics>& metrics) {
+  std::vector<policy::OpCost> out;
+  for (const rpc::WorkerOpMetrics& m : metrics) {
+    if (m.samples <= 0 || m.position < 0) continue;
+    policy::OpCost c;
+    c.name = m.name;
+    c.position = m.position;
+    c.cpu_s_per_sample = m.cpu_ns / 1e9 / static_cast<double>(m.samples);
+    c.bytes_out_per_sample = static_cast<double>(m.bytes_out) / m.samples;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
+                              const std::vector<pipeline::OpStatsSnapshot>& local_ops,
+                              const std::vector<WorkerReport>& workers,
+                              const policy::Costs* fallback, const CostDefaults& defaults) {
+  policy::Costs costs;
+  const int n = static_cast<int>(spec.ops.size());
+  costs.ops.resize(n);
+  for (int i = 0; i < n; ++i) {
+    policy::OpCost& c = costs.ops[i];
+    c.name = spec.ops[i].name;
+    c.position = i;
+    if (fallback != nullptr && i < static_cast<int>(fallback->ops.size())) {
+      c.cpu_s_per_sample = fallback->ops[i].cpu_s_per_sample;
+      c.bytes_out_per_sample = fallback->ops[i].bytes_out_per_sample;
+    }
+  }
+  for (const policy::OpCost& m : OpCostsOf(local_ops)) {
+    if (m.position >= n) continue;
+    costs.ops[m.position].cpu_s_per_sample = m.cpu_s_per_sample;
+    costs.ops[m.position].bytes_out_per_sample = m.bytes_out_per_sample;
+  }
+  // Ops that ran nowhere here (all offloaded): take the workers' figures when they have them.
+  for (const WorkerReport& w : workers) {
+    for (const policy::OpCost& m : OpCostsOf(w.metrics)) {
+      if (m.position >= n) continue;
+      policy::OpCost& c = costs.ops[m.position];
+      if (c.cpu_s_per_sample <= 0) c.cpu_s_per_sample = m.cpu_s_per_sample;
+      if (c.bytes_out_per_sample <= 0) c.bytes_out_per_sample = m.bytes_out_per_sample;
+    }
+  }
+  costs.source_bytes_per_sample = fallback != nullptr && fallback->source_bytes_per_sample > 0
+                                      ? fallback->source_bytes_per_sample
+                                      : defaults.source_bytes_per_sample;
+  if (n > 0 && spec.ops[0].name == "read_file") {
+    costs.raw_bytes_per_sample = costs.ops[0].bytes_out_per_sample;
+  } else if (fallback != nullptr) {
+    costs.raw_bytes_per_sample = fallback->raw_bytes_per_sample;
+  }
+  const double last_bytes = n > 0 ? costs.ops[n - 1].bytes_out_per_sample : 0;
+  costs.batch_cpu_s_per_sample =
+      spec.batch.size > 0 ? last_bytes * defaults.batch_cpu_s_per_byte : 0;
+  costs.send_cpu_s_per_byte = fallback != nullptr && fallback->send_cpu_s_per_byte > 0
+                                  ? fallback->send_cpu_s_per_byte
+                                  : defaults.send_cpu_s_per_byte;
+
+  // Receiving: the streams' CPU over the bytes they received (uncompressed streams only: the
+  // bytes counted are those on the wire).
+  int64_t bytes = 0;
+  int64_t cpu_ns = 0;
+  int64_t samples = 0;
+  for (const WorkerReport& w : workers) {
+    bytes += w.bytes_received;
+    cpu_ns += w.read_cpu_ns + w.decode_cpu_ns;
+    samples += w.samples;
+  }
+  policy::CodecCost none;
+  none.codec = policy::Codec::kNone;
+  none.ratio = 1;
+  none.trainer_cpu_s_per_byte = defaults.recv_cpu_s_per_byte;
+  costs.recv_cpu_s_per_sample = defaults.recv_cpu_s_per_sample;
+  if (fallback != nullptr) {
+    if (std::optional<policy::CodecCost> known = fallback->CostOf(policy::Codec::kNone)) {
+      if (known->trainer_cpu_s_per_byte > 0) none.trainer_cpu_s_per_byte =
+          known->trainer_cpu_s_per_byte;
+    }
+    if (fallback->recv_cpu_s_per_sample > 0) {
+      costs.recv_cpu_s_per_sample = fallback->recv_cpu_s_per_sample;
+    }
+  }
+  if (bytes > (1 << 20) && samples > 0) {
+    // What scales with bytes, and the rest per sample: split at the default per-sample cost.
+    const double per_byte =
+        std::max(0.0, (cpu_ns / 1e9 - samples * defaults.recv_cpu_s_per_sample) / bytes);
+    if (per_byte > 0) none.trainer_cpu_s_per_byte = per_byte;
+  }
+  costs.codecs.push_back(none);
+  if (fallback != nullptr) {
+    for (const policy::CodecCost& c : fallback->codecs) {
+      if (c.codec != policy::Codec::kNone) costs.codecs.push_back(c);
+    }
+  }
+  return costs;
+}
+
+std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_cpu_s_per_byte) {
+  constexpr size_t kMaxBytes = 4 << 20;  // enough for a ratio, cheap to compress
+  std::string raw;
+  for (const Tensor& t : batch.tensors) {
+    if (t.dtype() == DType::kBytes || raw.size() >= kMaxBytes) continue;
+    const std::string_view b = t.bytes();
+    raw.append(b.substr(0, kMaxBytes - raw.size()));
+  }
+  std::vector<policy::CodecCost> out;
+  if (raw.size() < 4096) return out;
+  for (auto [rc, pc] : {std::pair{rpc::Codec::kLz4, policy::Codec::kLz4},
+                        std::pair{rpc::Codec::kZstd, policy::Codec::kZstd}}) {
+    const int64_t t0 = ThreadCpuNanos();
+    StatusOr<std::string> packed = rpc::Compress(rc, raw);
+    const int64_t t1 = ThreadCpuNanos();
+    if (!packed.ok() || packed->empty()) continue;
+    std::string back(raw.size(), '\0');
+    Status unpacked = rpc::Decompress(rc, *packed, reinterpret_cast<uint8_t*>(back.data()),
+                                      back.size());
+    const int64_t t2 = ThreadCpuNanos();
+    if (!unpacked.ok()) continue;
+    policy::CodecCost c;
+    c.codec = pc;
+    c.ratio = std::max(1.0, static_cast<double>(raw.size()) / packed->size());
+    const double n = static_cast<double>(raw.size());
+    c.worker_cpu_s_per_byte = (t1 - t0) / 1e9 / n;
+    c.trainer_cpu_s_per_byte = recv_cpu_s_per_byte + (t2 - t1) / 1e9 / n;
+    out.push_back(c);
+  }
+  return out;
+}
+
+policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_size) {
+  policy::ConsumerProfile c;
+  c.batch_size = std::max(1, batch_size);
+  c.step_s = window.step_s;
+  c.stall_fraction = window.stall_fraction();
+  return c;
+}
+
+policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
+  policy::WorkerProfile w;
+  w.address = probe.info.address;
+  w.cpu_budget = probe.info.cpu_budget;
+  w.link_bytes_per_s = probe.bytes_per_s;
+  w.rtt_s = probe.rtt_s;
+  w.has_storage = true;
+  return w;
+}
+
+std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
+    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors) {
+  std::vector<std::optional<rpc::LinkProbe>> out(workers.size());
+  std::vector<std::string> why(workers.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    threads.emplace_back([&, i] {
+      StatusOr<rpc::LinkProbe> p = rpc::ProbeWorker(workers[i]);
+      if (p.ok()) {
+        out[i] = *std::move(p);
+      } else {
+        why[i] = std::string(p.status().message());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (errors != nullptr) *errors = std::move(why);
+  return out;
+}
+
+double TrainerCpuBudget(int threads) {
+  const double cpus = ProbeCpuBudget().cpus();
+  return threads > 0 ? std::min(cpus, static_cast<double>(threads)) : cpus;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,115 @@
+// The profiler: what the adaptive policies measure while training runs, turned into the
+// planners' input (policy::Profile, docs/policy.md "What is measured").
+//
+//   ConsumerMeter   the training loop's side: time spent waiting inside next() (the stall)
+//                   and the time between calls (the accelerator's step), per batch;
+//   CostsFromReport per-op CPU seconds and bytes out per sample from a Loader's counters,
+//                   and the trainer's cost of receiving from its workers' streams;
+//   WorkerFromProbe a worker's CPU budget (GetInfo), link bandwidth and RTT (the Probe RPC),
+//                   and its own per-op costs when its session reported them in-band.
+// ProbeCpuBudget() gives the trainer's CPU budget. Everything is counters and clocks that the
+// pipeline keeps anyway: the profiler adds no work to the data path.
+//
+// ConsumerMeter is thread-compatible (the consumer thread); the functions are pure.
+#ifndef SLUICE_RUNTIME_PROFILER_H_
+#define SLUICE_RUNTIME_PROFILER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sluice/pipeline/spec.h"
+#include "sluice/pipeline/stats.h"
+#include "sluice/policy/profile.h"
+#include "sluice/rpc/remote_stream.h"
+#include "sluice/runtime/loader.h"
+
+namespace sluice::runtime {
+
+// Cumulative consumer counters since the meter started.
+struct ConsumerCounters {
+  int64_t batches = 0;
+  int64_t samples = 0;
+  int64_t wait_ns = 0;  // inside next()
+  int64_t step_ns = 0;  // between a next() returning and the following call
+  int64_t steps = 0;    // intervals counted in step_ns
+};
+
+// The difference of two snapshots, as rates over `wall_s`.
+struct ConsumerWindow {
+  double wall_s = 0;
+  int64_t batches = 0;
+  int64_t samples = 0;
+  double wait_s = 0;
+  double step_s = 0;  // per batch (0: not measured)
+
+  double samples_per_s() const { return wall_s > 0 ? samples / wall_s : 0; }
+  double stall_fraction() const;  // wait / (wait + stepping), in [0, 1]
+};
+ConsumerWindow Window(const ConsumerCounters& from, const ConsumerCounters& to, double wall_s);
+
+class ConsumerMeter {
+ public:
+  // Around each next() call, with the clock (NowNanos) read by the caller.
+  void Before(int64_t now_ns);
+  void After(int64_t now_ns, int64_t samples);
+  // Counts the time since the last After() as waiting, not stepping (work the loader did on
+  // the consumer's thread after handing out a batch, e.g. switching plans).
+  void ExtendWait(int64_t now_ns);
+  // Leaves the time since the last After() out of both (the profiler's own work).
+  void Exclude(int64_t now_ns);
+  const ConsumerCounters& counters() const { return counters_; }
+
+ private:
+  ConsumerCounters counters_;
+  int64_t call_start_ = 0;
+  int64_t last_return_ = -1;
+};
+
+// Costs that are not measured directly (yet), from typical figures on a current x86 core;
+// the closed loop re-fits what they get wrong.
+struct CostDefaults {
+  double source_bytes_per_sample = 100;      // a path and a label
+  double batch_cpu_s_per_byte = 0.15e-9;     // stacking (a copy)
+  double recv_cpu_s_per_sample = 5e-6;       // merge and accounting per sample received
+  double recv_cpu_s_per_byte = 0.6e-9;       // wire decode and copies, uncompressed
+  double send_cpu_s_per_byte = 0.3e-9;       // streaming a file up (local_read)
+};
+
+// The per-op costs of `local_ops` (a Loader's counters, spec order), ops that ran no sample
+// keeping `fallback`'s entry when given. The receive costs come from the workers' stream
+// counters when some bytes were received, else the defaults.
+policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
+                              const std::vector<pipeline::OpStatsSnapshot>& local_ops,
+                              const std::vector<WorkerReport>& workers,
+                              const policy::Costs* fallback = nullptr,
+                              const CostDefaults& defaults = {});
+
+// The ops a Loader ran locally as policy::OpCost (only those that processed samples).
+std::vector<policy::OpCost> OpCostsOf(const std::vector<pipeline::OpStatsSnapshot>& ops);
+// A worker's in-band metrics as policy::OpCost (only ops that processed samples).
+std::vector<policy::OpCost> OpCostsOf(const std::vector<rpc::WorkerOpMetrics>& metrics);
+
+// What lz4 and zstd would do to the wire: ratio and CPU per raw byte, measured by compressing
+// and decompressing `batch`'s bytes (at most the first 4 MiB) once here (the worker's compression cost is taken to be
+// this machine's). The trainer's cost is `recv_cpu_s_per_byte` plus decompression. The ratio
+// is that of the pipeline's output, standing in for every cut. Empty for under 4 KB of data.
+std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_cpu_s_per_byte);
+
+policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_size);
+
+policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe);
+
+// Probes every worker at once (rpc::ProbeWorker, ~0.1 s each); nullopt for those that fail,
+// with the reason in *errors (same order).
+std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
+    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors);
+
+// The trainer's CPU budget for planning: the CPUs it may use (cgroup aware), but no more
+// than the threads a Loader runs per stage.
+double TrainerCpuBudget(int threads);
+
+}  // namespace sluice::runtime
+
+#endif  // SLUICE_RUNTIME_PROFILER_H_

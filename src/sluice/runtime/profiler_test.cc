@@ -1,0 +1,206 @@
+#include "sluice/runtime/profiler.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice::runtime {
+namespace {
+
+TEST(ConsumerMeterTest, SplitsTimeIntoWaitingAndStepping) {
+  ConsumerMeter m;
+  // Call 1 waits 10 ms (start-up), then steps of 4 ms with waits of 1 ms.
+  int64_t t = 0;
+  m.Before(t);
+  t += 10'000'000;
+  m.After(t, /*samples=*/8);
+  for (int i = 0; i < 3; ++i) {
+    t += 4'000'000;
+    m.Before(t);
+    t += 1'000'000;
+    m.After(t, 8);
+  }
+  const ConsumerCounters& c = m.counters();
+  EXPECT_EQ(c.batches, 4);
+  EXPECT_EQ(c.samples, 32);
+  EXPECT_EQ(c.wait_ns, 13'000'000);
+  EXPECT_EQ(c.step_ns, 12'000'000);
+  EXPECT_EQ(c.steps, 3);
+}
+
+TEST(ConsumerMeterTest, ExtendWaitMovesTimeFromSteppingToWaiting) {
+  ConsumerMeter m;
+  m.Before(0);
+  m.After(100, 1);
+  m.ExtendWait(150);  // 50 ns of loader work after the batch was handed out
+  m.Before(400);
+  m.After(410, 1);
+  EXPECT_EQ(m.counters().wait_ns, 100 + 50 + 10);
+  EXPECT_EQ(m.counters().step_ns, 250);
+}
+
+TEST(ConsumerMeterTest, ExcludeLeavesTimeOutOfBoth) {
+  ConsumerMeter m;
+  m.Before(0);
+  m.After(100, 1);
+  m.Exclude(150);
+  m.Before(400);
+  m.After(410, 1);
+  EXPECT_EQ(m.counters().wait_ns, 110);
+  EXPECT_EQ(m.counters().step_ns, 250);
+}
+
+TEST(ConsumerMeterTest, TheEndOfTheStreamIsNotABatch) {
+  ConsumerMeter m;
+  m.Before(0);
+  m.After(5, 0);
+  EXPECT_EQ(m.counters().batches, 0);
+  EXPECT_EQ(m.counters().wait_ns, 5);
+}
+
+TEST(WindowTest, RatesOverTheWindow) {
+  ConsumerCounters from{/*batches=*/2, /*samples=*/16, /*wait_ns=*/1'000'000'000,
+                        /*step_ns=*/0, /*steps=*/1};
+  ConsumerCounters to{/*batches=*/12, /*samples=*/96, /*wait_ns=*/1'500'000'000,
+                      /*step_ns=*/200'000'000, /*steps=*/11};
+  const ConsumerWindow w = Window(from, to, /*wall_s=*/1.0);
+  EXPECT_EQ(w.batches, 10);
+  EXPECT_EQ(w.samples, 80);
+  EXPECT_DOUBLE_EQ(w.samples_per_s(), 80);
+  EXPECT_DOUBLE_EQ(w.wait_s, 0.5);
+  EXPECT_DOUBLE_EQ(w.step_s, 0.02);  // 200 ms over 10 steps
+  // 0.5 s waiting against 10 x 20 ms stepping.
+  EXPECT_NEAR(w.stall_fraction(), 0.5 / 0.7, 1e-9);
+  EXPECT_EQ(Window(to, to, 1.0).stall_fraction(), 0);
+
+  const policy::ConsumerProfile c = ConsumerFrom(w, /*batch_size=*/8);
+  EXPECT_DOUBLE_EQ(c.step_s, 0.02);
+  EXPECT_EQ(c.batch_size, 8);
+  EXPECT_DOUBLE_EQ(c.DemandSamplesPerS(), 400);
+}
+
+pipeline::PipelineSpec TwoOpSpec(int batch) {
+  pipeline::PipelineSpec spec;
+  spec.ops = {{"read_file", {}}, {"decode_jpeg", {}}};
+  spec.batch.size = batch;
+  return spec;
+}
+
+pipeline::OpStatsSnapshot Op(const std::string& name, int64_t samples, int64_t cpu_ns,
+                             int64_t bytes) {
+  pipeline::OpStatsSnapshot s;
+  s.name = name;
+  s.samples = samples;
+  s.cpu_ns = cpu_ns;
+  s.bytes_out = bytes;
+  return s;
+}
+
+TEST(CostsFromReportTest, PerOpCostsAndTheReadBytes) {
+  const std::vector<pipeline::OpStatsSnapshot> ops = {Op("read_file", 100, 2'000'000, 5'000'000),
+                                                      Op("decode_jpeg", 100, 90'000'000,
+                                                         24'000'000)};
+  const policy::Costs c = CostsFromReport(TwoOpSpec(8), ops, {});
+  ASSERT_EQ(c.ops.size(), 2u);
+  EXPECT_EQ(c.ops[0].name, "read_file");
+  EXPECT_EQ(c.ops[1].position, 1);
+  EXPECT_DOUBLE_EQ(c.ops[0].cpu_s_per_sample, 20e-6);
+  EXPECT_DOUBLE_EQ(c.ops[1].cpu_s_per_sample, 900e-6);
+  EXPECT_DOUBLE_EQ(c.ops[1].bytes_out_per_sample, 240'000);
+  EXPECT_DOUBLE_EQ(c.raw_bytes_per_sample, 50'000);  // what read_file produced
+  EXPECT_GT(c.batch_cpu_s_per_sample, 0);
+  ASSERT_TRUE(c.CostOf(policy::Codec::kNone).has_value());
+  EXPECT_GT(c.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte, 0);
+  EXPECT_TRUE(policy::ValidateProfile(policy::Profile{c, {}, {}, 1}).ok());
+  // No batch: no batching cost.
+  EXPECT_EQ(CostsFromReport(TwoOpSpec(0), ops, {}).batch_cpu_s_per_sample, 0);
+}
+
+TEST(CostsFromReportTest, UnmeasuredOpsKeepTheFallbackOrTheWorkersFigures) {
+  policy::Costs old = CostsFromReport(
+      TwoOpSpec(8), {Op("read_file", 10, 100'000, 500'000), Op("decode_jpeg", 10, 1'000'000, 9)},
+      {});
+  // decode_jpeg ran only on a worker this time.
+  const std::vector<pipeline::OpStatsSnapshot> local = {Op("read_file", 10, 300'000, 500'000),
+                                                        Op("decode_jpeg", 0, 0, 0)};
+  policy::Costs kept = CostsFromReport(TwoOpSpec(8), local, {}, &old);
+  EXPECT_DOUBLE_EQ(kept.ops[0].cpu_s_per_sample, 30e-6);   // fresh
+  EXPECT_DOUBLE_EQ(kept.ops[1].cpu_s_per_sample, 100e-6);  // the fallback's
+
+  WorkerReport w;
+  w.address = "w";
+  w.metrics = {rpc::WorkerOpMetrics{"decode_jpeg", 1, 20, 4'000'000, 200, 0}};
+  policy::Costs from_worker = CostsFromReport(TwoOpSpec(8), local, {w});
+  EXPECT_DOUBLE_EQ(from_worker.ops[1].cpu_s_per_sample, 200e-6);
+  EXPECT_DOUBLE_EQ(from_worker.ops[1].bytes_out_per_sample, 10);
+}
+
+TEST(CostsFromReportTest, ReceiveCostFromTheStreamsCounters) {
+  WorkerReport w;
+  w.address = "w";
+  w.samples = 1000;
+  w.bytes_received = 100 << 20;
+  CostDefaults d;
+  // Per-sample part at the default, the rest spread over the bytes: 2 ns per byte.
+  const double per_byte = 2e-9;
+  w.read_cpu_ns = static_cast<int64_t>((1000 * d.recv_cpu_s_per_sample +
+                                        per_byte * static_cast<double>(w.bytes_received)) *
+                                       1e9);
+  const policy::Costs c = CostsFromReport(TwoOpSpec(8), {}, {w});
+  EXPECT_NEAR(c.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte, per_byte, 1e-11);
+}
+
+TEST(OpCostsOfTest, LeavesOutOpsThatRanNothing) {
+  const std::vector<policy::OpCost> local =
+      OpCostsOf(std::vector<pipeline::OpStatsSnapshot>{Op("a", 0, 0, 0), Op("b", 4, 4000, 40)});
+  ASSERT_EQ(local.size(), 1u);
+  EXPECT_EQ(local[0].position, 1);
+  EXPECT_DOUBLE_EQ(local[0].cpu_s_per_sample, 1e-6);
+  EXPECT_DOUBLE_EQ(local[0].bytes_out_per_sample, 10);
+  const std::vector<policy::OpCost> remote = OpCostsOf(std::vector<rpc::WorkerOpMetrics>{
+      rpc::WorkerOpMetrics{"a", 0, 0, 0, 0, 0}, rpc::WorkerOpMetrics{"b", 3, 2, 2000, 8, 0}});
+  ASSERT_EQ(remote.size(), 1u);
+  EXPECT_EQ(remote[0].position, 3);
+  EXPECT_DOUBLE_EQ(remote[0].cpu_s_per_sample, 1e-6);
+}
+
+TEST(MeasureCodecsTest, RatioAndCostsOfLz4AndZstd) {
+  Element batch;
+  batch.tensors.push_back(Tensor::Zeros(DType::kU8, {64, 1024}));  // compresses very well
+  const std::vector<policy::CodecCost> codecs = MeasureCodecs(batch, /*recv=*/1e-9);
+  ASSERT_EQ(codecs.size(), 2u);
+  EXPECT_EQ(codecs[0].codec, policy::Codec::kLz4);
+  EXPECT_EQ(codecs[1].codec, policy::Codec::kZstd);
+  for (const policy::CodecCost& c : codecs) {
+    EXPECT_GT(c.ratio, 10);
+    EXPECT_GE(c.worker_cpu_s_per_byte, 0);
+    EXPECT_GE(c.trainer_cpu_s_per_byte, 1e-9);
+  }
+  Element tiny;
+  tiny.tensors.push_back(Tensor::Zeros(DType::kU8, {16}));
+  EXPECT_TRUE(MeasureCodecs(tiny, 1e-9).empty());
+}
+
+TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
+  rpc::LinkProbe p;
+  p.info.address = "10.0.0.2:7000";
+  p.info.cpu_budget = 3.5;
+  p.bytes_per_s = 1.25e8;
+  p.rtt_s = 0.0004;
+  const policy::WorkerProfile w = WorkerFromProbe(p);
+  EXPECT_EQ(w.address, "10.0.0.2:7000");
+  EXPECT_DOUBLE_EQ(w.cpu_budget, 3.5);
+  EXPECT_DOUBLE_EQ(w.link_bytes_per_s, 1.25e8);
+  EXPECT_DOUBLE_EQ(w.rtt_s, 0.0004);
+}
+
+TEST(TrainerCpuBudgetTest, NoMoreThanTheThreads) {
+  EXPECT_LE(TrainerCpuBudget(1), 1.0);
+  EXPECT_GT(TrainerCpuBudget(1), 0.0);
+  EXPECT_GE(TrainerCpuBudget(0), TrainerCpuBudget(1));
+}
+
+}  // namespace
+}  // namespace sluice::runtime

@@ -1,0 +1,339 @@
+// The planners wired into the runtime, as processes: `sluice plan` against a real worker,
+// `sluice train --policy sluice` (measure, plan, switch to an offloading Loader without losing
+// or repeating a sample; no worker when nothing stalls; the metric store; a worker killed
+// mid-run), and `--policy fastflow` with its profiling runs.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "offload_test_util.h"
+
+namespace sluice::offload_test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A CPU-heavy pipeline (larger images, a costly crop) over `epochs` passes of the data.
+std::string HeavyPipelineYaml(const fs::path& dir, int epochs) {
+  return absl::Substitute(R"(source:
+  files: "$0/data/**/*.jpg"
+  label: parent_dir
+  shuffle: true
+  seed: 5
+ops:
+  - read_file
+  - decode_jpeg: {}
+  - random_resized_crop: {size: [96, 96], scale: [0.5, 1.0]}
+  - random_flip: {p: 0.5}
+  - normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], layout: CHW}
+batch: {size: 8, drop_remainder: false}
+prefetch: 2
+epochs: $1
+options: {threads: 1}
+)",
+                          dir.string(), epochs);
+}
+
+class AutoplanTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    Result r = RunSluice({"gen-data", "--kind", "jpeg", "--count", "240", "--out",
+                          (dir_->path() / "data").string(), "--width", "480", "--height", "360",
+                          "--classes", "4", "--seed", "7", "--threads", "2"},
+                         dir_->path());
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    spec_path_ = new std::string((dir_->path() / "heavy.yaml").string());
+    std::ofstream(*spec_path_) << HeavyPipelineYaml(dir_->path(), /*epochs=*/3);
+    Result local = RunSluice({"run", *spec_path_, "--dump-checksum"}, dir_->path());
+    ASSERT_EQ(local.exit_code, 0) << Describe(local);
+    local_digests_ = new std::string(local.out);
+    // More epochs keep a run going long enough to see a worker leave or join and re-plan.
+    long_spec_path_ = new std::string((dir_->path() / "long.yaml").string());
+    std::ofstream(*long_spec_path_) << HeavyPipelineYaml(dir_->path(), /*epochs=*/16);
+    Result long_local = RunSluice({"run", *long_spec_path_, "--dump-checksum"}, dir_->path());
+    ASSERT_EQ(long_local.exit_code, 0) << Describe(long_local);
+    long_digests_ = new std::string(long_local.out);
+  }
+  static void TearDownTestSuite() {
+    delete long_digests_;
+    delete long_spec_path_;
+    delete local_digests_;
+    delete spec_path_;
+    delete dir_;
+  }
+
+  static nlohmann::json Json(const std::string& path) {
+    return nlohmann::json::parse(ReadAll(path));
+  }
+
+  static TempDir* dir_;
+  static std::string* spec_path_;
+  static std::string* local_digests_;
+  static std::string* long_spec_path_;
+  static std::string* long_digests_;
+};
+
+TempDir* AutoplanTest::dir_ = nullptr;
+std::string* AutoplanTest::spec_path_ = nullptr;
+std::string* AutoplanTest::local_digests_ = nullptr;
+std::string* AutoplanTest::long_spec_path_ = nullptr;
+std::string* AutoplanTest::long_digests_ = nullptr;
+
+TEST_F(AutoplanTest, PlanPrintsMeasurementsCandidatesAndAPlan) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "plan.json").string();
+  Result r = RunSluice({"plan", *spec_path_, "--workers", worker->address(), "--accelerator-ms",
+                        "1", "--profile-s", "0.5", "--json", json_path},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("measured over"));
+  EXPECT_THAT(r.out, HasSubstr("decode_jpeg"));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("worker ", worker->address())));
+  EXPECT_THAT(r.out, HasSubstr("candidates:"));
+  EXPECT_THAT(r.out, HasSubstr("plan: "));
+  const nlohmann::json j = Json(json_path);
+  EXPECT_EQ(j["command"], "plan");
+  ASSERT_EQ(j["profile"]["workers"].size(), 1u);
+  EXPECT_GT(j["profile"]["workers"][0]["cpu_budget"].get<double>(), 0);
+  EXPECT_GT(j["profile"]["workers"][0]["link_bytes_per_s"].get<double>(), 0);
+  EXPECT_EQ(j["profile"]["costs"]["ops"].size(), 5u);
+  // Every candidate: cuts 0..5 and batch, remote_read, plus local_read for cuts 1..5 and batch,
+  // each without compression and with lz4 and zstd (measured on the output).
+  int uncompressed = 0;
+  for (const nlohmann::json& c : j["plan"]["candidates"]) uncompressed += c["compression"] == "none";
+  EXPECT_EQ(uncompressed, 13);
+  EXPECT_EQ(j["plan"]["candidates"].size(), 39u);
+  EXPECT_EQ(j["profile"]["costs"]["codecs"].size(), 3u);
+  EXPECT_EQ(j["policy"], j["plan"]["offload"].get<bool>() ? j["policy"] : "none");
+  EXPECT_FALSE(j["plan"]["explanation"].get<std::string>().empty());
+}
+
+TEST_F(AutoplanTest, PlanWithAnUnreachableWorkerWarnsAndPlansWithoutIt) {
+  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  Result r = RunSluice({"plan", *spec_path_, "--workers", address, "--profile-s", "0.3",
+                        "--connect-timeout", "0.5"},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("worker ", address, " did not answer the probe")));
+  EXPECT_THAT(r.out, HasSubstr("no worker answered"));
+  EXPECT_THAT(r.out, HasSubstr("plan: none"));
+}
+
+TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "sluice.json").string();
+  Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy", "sluice",
+                        "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4",
+                        "--metric-store", "off", "--dump-checksum", "--json", json_path},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, *local_digests_);
+  const nlohmann::json j = Json(json_path);
+  ASSERT_GE(j["timeline"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["timeline"][0]["kind"], "initial");
+  EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
+  EXPECT_TRUE(j["timeline"][0]["plan"]["offload"].get<bool>()) << j["timeline"].dump(2);
+  EXPECT_EQ(j["plan"]["policy"], "sluice");
+  EXPECT_TRUE(j["plan"]["offload"].get<bool>()) << j["plan"].dump(2);
+  EXPECT_GT(j["plan"]["ratio"].get<double>(), 0);
+  ASSERT_EQ(j["plan"]["workers"].size(), 1u);
+  EXPECT_EQ(j["plan"]["workers"][0]["address"], worker->address());
+  EXPECT_GT(j["places"]["workers"][0]["samples"].get<int64_t>(), 0);
+  EXPECT_GT(j["time_to_plan_s"].get<double>(), 0);
+  EXPECT_GT(j["profile"]["measured"]["consumer"]["stall_fraction"].get<double>(), 0.05);
+  EXPECT_EQ(j["samples"].get<int64_t>(), 720);
+}
+
+TEST_F(AutoplanTest, SluiceUsesNoWorkerWithoutAStall) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 1);
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "slow.json").string();
+  Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy", "auto",
+                        "--accelerator-ms", "150", "--steps", "12", "--threads", "2",
+                        "--measure-s", "0.5", "--metric-store", "off", "--json", json_path},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const nlohmann::json j = Json(json_path);
+  ASSERT_GE(j["timeline"].size(), 1u);
+  EXPECT_FALSE(j["plan"]["offload"].get<bool>()) << j["plan"].dump(2);
+  EXPECT_EQ(j["plan"]["ratio"].get<double>(), 0);
+  EXPECT_TRUE(j["plan"]["workers"].empty());
+  EXPECT_EQ(j["places"]["workers"].size(), 0u);
+  EXPECT_EQ(j["plan"]["policy"], "auto");
+}
+
+TEST_F(AutoplanTest, MetricStorePlansFromStoredCostsAndIgnoresACorruptEntry) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  ASSERT_NE(worker, nullptr);
+  const fs::path store = dir_->path() / "store";
+  const std::string json_path = (dir_->path() / "store.json").string();
+  const std::vector<std::string> args = {
+      "train",         *spec_path_, "--workers",      worker->address(), "--policy",
+      "sluice",        "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4",
+      "--metric-store", store.string(), "--json", json_path};
+  Result first = RunSluice(args, dir_->path());
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  nlohmann::json j = Json(json_path);
+  EXPECT_EQ(j["profile"]["metric_store"]["note"], "miss");
+  EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(store)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].string(), j["profile"]["metric_store"]["path"].get<std::string>());
+
+  Result second = RunSluice(args, dir_->path());
+  ASSERT_EQ(second.exit_code, 0) << Describe(second);
+  j = Json(json_path);
+  EXPECT_TRUE(j["profile"]["metric_store"]["costs_from_store"].get<bool>());
+  EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("stored costs"));
+  EXPECT_THAT(second.err, HasSubstr("metric store: planning from the costs in"));
+
+  std::ofstream(entries[0]) << "{not json";
+  Result third = RunSluice(args, dir_->path());
+  ASSERT_EQ(third.exit_code, 0) << Describe(third);
+  EXPECT_THAT(third.err, HasSubstr("metric store: ignoring"));
+  j = Json(json_path);
+  EXPECT_FALSE(j["profile"]["metric_store"]["costs_from_store"].get<bool>());
+  EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
+  // The run measured afresh and saved over the corrupt entry.
+  EXPECT_NO_THROW(nlohmann::json::parse(ReadAll(entries[0])));
+}
+
+TEST_F(AutoplanTest, FastFlowRunsItsProfilingRunsAndEndsWithAPlan) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "fastflow.json").string();
+  Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy",
+                        "fastflow", "--fastflow-steps", "6", "--accelerator-ms", "1", "--steps",
+                        "20", "--threads", "1", "--json", json_path},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("fastflow: Gthp"));
+  const nlohmann::json j = Json(json_path);
+  const nlohmann::json& ff = j["profile"]["fastflow"];
+  ASSERT_GE(ff["runs"].size(), 2u) << ff.dump(2);
+  double runs_s = 0;
+  for (const nlohmann::json& run : ff["runs"]) {
+    EXPECT_EQ(run["steps"].get<int>(), 6);
+    runs_s += run["wall_s"].get<double>();
+  }
+  EXPECT_GT(ff["gthp"].get<double>(), 0);
+  EXPECT_GT(ff["lthp"].get<double>(), 0);
+  EXPECT_GE(j["time_to_plan_s"].get<double>(), runs_s);
+  EXPECT_EQ(j["plan"]["planner"], "fastflow");
+  EXPECT_EQ(j["plan"]["policy"], "fastflow");
+  ASSERT_EQ(j["timeline"].size(), 1u);
+  if (ff["bottleneck"].get<bool>()) {
+    EXPECT_EQ(ff["runs"].size(), 5u);  // Gthp, Lthp and the three candidates
+    EXPECT_TRUE(j["plan"]["offload"].get<bool>());
+  }
+  EXPECT_EQ(j["steps"].get<int>(), 20);
+}
+
+// Starts `sluice` with `args` in the background, stdout and stderr to files.
+pid_t Spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+  std::vector<std::string> words = {SLUICE_BINARY};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) _exit(126);
+    dup2(o, STDOUT_FILENO);
+    dup2(e, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST_F(AutoplanTest, AWorkerKilledMidRunTriggersAReplanAndTheEpochStaysExact) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "killed.json").string();
+  const fs::path out = dir_->path() / "killed.out";
+  const fs::path err = dir_->path() / "killed.err";
+  const pid_t pid = Spawn({"train", *long_spec_path_, "--workers", worker->address(), "--policy",
+                           "sluice", "--accelerator-ms", "1", "--threads", "1", "--measure-s",
+                           "0.4", "--metric-store", "off", "--dump-checksum", "--json", json_path},
+                          out, err);
+  ASSERT_GT(pid, 0);
+  // Once the offloading plan is applied, kill the worker.
+  const bool offloading =
+      WaitFor([&] { return ReadAll(err).find("initial: fixed:") != std::string::npos; }, 60);
+  if (offloading) worker->Kill(SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(offloading) << ReadAll(err);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << ReadAll(err);
+  EXPECT_EQ(ReadAll(out), *long_digests_);
+  const nlohmann::json j = Json(json_path);
+  bool replanned = false;
+  for (const nlohmann::json& e : j["timeline"]) {
+    if (e["kind"] == "replan" &&
+        e["reason"].get<std::string>().find("left") != std::string::npos) {
+      replanned = true;
+    }
+  }
+  EXPECT_TRUE(replanned) << j["timeline"].dump(2);
+  EXPECT_FALSE(j["plan"]["offload"].get<bool>()) << j["plan"].dump(2);
+}
+
+TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
+  const int port = FreePort();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string json_path = (dir_->path() / "joined.json").string();
+  const fs::path out = dir_->path() / "joined.out";
+  const fs::path err = dir_->path() / "joined.err";
+  const pid_t pid =
+      Spawn({"train", *long_spec_path_, "--workers", address, "--policy", "sluice",
+             "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4", "--metric-store",
+             "off", "--connect-timeout", "0.3", "--dump-checksum", "--json", json_path},
+            out, err);
+  ASSERT_GT(pid, 0);
+  // Nothing listens at first: the first plan is all-local. Then the worker comes up.
+  const bool planned =
+      WaitFor([&] { return ReadAll(err).find("initial: none") != std::string::npos; }, 60);
+  std::unique_ptr<WorkerProcess> worker;
+  if (planned) worker = WorkerProcess::Start(dir_->path(), port, 2);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(planned) << ReadAll(err);
+  ASSERT_NE(worker, nullptr);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << ReadAll(err);
+  EXPECT_EQ(ReadAll(out), *long_digests_);
+  const nlohmann::json j = Json(json_path);
+  bool joined = false;
+  for (const nlohmann::json& e : j["timeline"]) {
+    if (e["kind"] == "replan" &&
+        e["reason"].get<std::string>().find("joined") != std::string::npos) {
+      joined = true;
+      EXPECT_TRUE(e["plan"]["offload"].get<bool>()) << e.dump(2);
+    }
+  }
+  EXPECT_TRUE(joined) << j["timeline"].dump(2) << ReadAll(err);
+}
+
+TEST_F(AutoplanTest, FastFlowNeedsWorkers) {
+  Result r = RunSluice({"train", *spec_path_, "--policy", "fastflow", "--steps", "1"},
+                       dir_->path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--policy fastflow needs --workers"));
+}
+
+}  // namespace
+}  // namespace sluice::offload_test
