@@ -363,6 +363,19 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   return channel;
 }
 
+// The worker's GetInfo, with the connect timeout and the bearer token.
+StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::Worker::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
+  if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
+  proto::GetInfoRequest req;
+  req.set_client_version(SluiceVersion());
+  proto::GetInfoResponse resp;
+  grpc::Status s = stub.GetInfo(&ctx, req, &resp);
+  if (!s.ok()) return WorkerError(connect.address, s);
+  return resp;
+}
+
 }  // namespace
 
 StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s) {
@@ -373,14 +386,7 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   probe.info.address = connect.address;
   uint64_t limit = 0;
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
-    if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
-    proto::GetInfoRequest req;
-    req.set_client_version(SluiceVersion());
-    proto::GetInfoResponse resp;
-    grpc::Status s = stub->GetInfo(&ctx, req, &resp);
-    if (!s.ok()) return WorkerError(connect.address, s);
+    SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub));
     probe.info.version = resp.version();
     probe.info.ops.assign(resp.ops().begin(), resp.ops().end());
     probe.info.cpu_budget = resp.cpu_budget();
@@ -438,14 +444,8 @@ StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions&
   info.address = address;
   size_t max_send = 0;
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
-    if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
-    proto::GetInfoRequest req;
-    req.set_client_version(SluiceVersion());
-    proto::GetInfoResponse resp;
-    grpc::Status s = proto::Worker::NewStub(channel)->GetInfo(&ctx, req, &resp);
-    if (!s.ok()) return WorkerError(address, s);
+    std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
+    SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub));
     info.version = resp.version();
     info.ops.assign(resp.ops().begin(), resp.ops().end());
     info.cpu_budget = resp.cpu_budget();
