@@ -71,7 +71,9 @@ TEST(OutgoingMessageTest, InPlaceChunkIsTheProtobufEncoding) {
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     ASSERT_EQ(decoded->size(), 3u);
     EXPECT_EQ((*decoded)[2].origin, "img_2.jpg");
-    if (floats > 0) EXPECT_EQ((*decoded)[2].tensors[0].data<float>()[floats - 1], 2000.0f + floats - 1);
+    if (floats > 0) {
+      EXPECT_EQ((*decoded)[2].tensors[0].data<float>()[floats - 1], 2000.0f + floats - 1);
+    }
   }
 }
 

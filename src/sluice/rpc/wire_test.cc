@@ -131,7 +131,9 @@ TEST_P(WireCodecTest, CompressedRoundTrip) {
   elements.push_back(big);
   auto encoded = EncodeElements(elements, GetParam());
   ASSERT_TRUE(encoded.ok()) << encoded.status();
-  if (GetParam() != Codec::kNone) EXPECT_LT(encoded->payload.size(), encoded->raw_payload_bytes);
+  if (GetParam() != Codec::kNone) {
+    EXPECT_LT(encoded->payload.size(), encoded->raw_payload_bytes);
+  }
   auto decoded = DecodeElements(encoded->header, encoded->payload);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ExpectSameElements(elements, *decoded);

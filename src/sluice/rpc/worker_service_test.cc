@@ -80,7 +80,9 @@ class WorkerServiceTest : public ::testing::Test {
       std::vector<Element> split(source.begin() + i,
                                  source.begin() + std::min(source.size(), i + 8));
       Status s = session.AddSplit(i / 8, std::move(split));
-      if (!may_fail) ASSERT_TRUE(s.ok()) << s;
+      if (!may_fail) {
+        ASSERT_TRUE(s.ok()) << s;
+      }
     }
     session.CloseInput();
   }
