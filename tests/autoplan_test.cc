@@ -108,7 +108,9 @@ TEST_F(AutoplanTest, PlanPrintsMeasurementsCandidatesAndAPlan) {
   // Every candidate: cuts 0..5 and batch, remote_read, plus local_read for cuts 1..5 and batch,
   // each without compression and with lz4 and zstd (measured on the output).
   int uncompressed = 0;
-  for (const nlohmann::json& c : j["plan"]["candidates"]) uncompressed += c["compression"] == "none";
+  for (const nlohmann::json& c : j["plan"]["candidates"]) {
+    uncompressed += c["compression"] == "none";
+  }
   EXPECT_EQ(uncompressed, 13);
   EXPECT_EQ(j["plan"]["candidates"].size(), 39u);
   EXPECT_EQ(j["profile"]["costs"]["codecs"].size(), 3u);
@@ -239,36 +241,17 @@ TEST_F(AutoplanTest, FastFlowRunsItsProfilingRunsAndEndsWithAPlan) {
   EXPECT_EQ(j["steps"].get<int>(), 20);
 }
 
-// Starts `sluice` with `args` in the background, stdout and stderr to files.
-pid_t Spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
-  std::vector<std::string> words = {SLUICE_BINARY};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) _exit(126);
-    dup2(o, STDOUT_FILENO);
-    dup2(e, STDERR_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 TEST_F(AutoplanTest, AWorkerKilledMidRunTriggersAReplanAndTheEpochStaysExact) {
   auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "killed.json").string();
   const fs::path out = dir_->path() / "killed.out";
   const fs::path err = dir_->path() / "killed.err";
-  const pid_t pid = Spawn({"train", *long_spec_path_, "--workers", worker->address(), "--policy",
-                           "sluice", "--accelerator-ms", "1", "--threads", "1", "--measure-s",
-                           "0.4", "--metric-store", "off", "--dump-checksum", "--json", json_path},
-                          out, err);
+  const pid_t pid = SpawnSluice(
+      {"train", *long_spec_path_, "--workers", worker->address(), "--policy", "sluice",
+       "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4", "--metric-store", "off",
+       "--dump-checksum", "--json", json_path},
+      out, err);
   ASSERT_GT(pid, 0);
   // Once the offloading plan is applied, kill the worker.
   const bool offloading =
@@ -298,11 +281,11 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   const std::string json_path = (dir_->path() / "joined.json").string();
   const fs::path out = dir_->path() / "joined.out";
   const fs::path err = dir_->path() / "joined.err";
-  const pid_t pid =
-      Spawn({"train", *long_spec_path_, "--workers", address, "--policy", "sluice",
-             "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4", "--metric-store",
-             "off", "--connect-timeout", "0.3", "--dump-checksum", "--json", json_path},
-            out, err);
+  const pid_t pid = SpawnSluice(
+      {"train", *long_spec_path_, "--workers", address, "--policy", "sluice", "--accelerator-ms",
+       "1", "--threads", "1", "--measure-s", "0.4", "--metric-store", "off", "--connect-timeout",
+       "0.3", "--dump-checksum", "--json", json_path},
+      out, err);
   ASSERT_GT(pid, 0);
   // Nothing listens at first: the first plan is all-local. Then the worker comes up.
   const bool planned =

@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "offload_test_util.h"
 
 namespace {
 
@@ -31,19 +32,10 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sluice::offload_test::Describe;
+using sluice::offload_test::ReadAll;
+using sluice::offload_test::Result;
+using sluice::offload_test::RunSluice;
 
 void WriteAll(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -72,43 +64,6 @@ class TempDir {
 
 // Runs the sluice binary with `args` in `cwd`, capturing stdout and stderr through files in
 // `scratch` (no pipes, so a chatty child can never block).
-Result RunSluice(const std::vector<std::string>& args, const fs::path& scratch,
-                 const fs::path& cwd = {}) {
-  static std::atomic<int> counter{0};
-  const int n = counter++;
-  const fs::path out_path = scratch / ("stdout." + std::to_string(n));
-  const fs::path err_path = scratch / ("stderr." + std::to_string(n));
-  std::vector<std::string> argv_strings = {SLUICE_BINARY};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) _exit(126);
-    dup2(out, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Result result;
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  }
-  result.out = ReadAll(out_path);
-  result.err = ReadAll(err_path);
-  return result;
-}
-
-std::string Describe(const Result& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
-}
-
 bool DecodesCleanly(const std::string& jpeg, int* width, int* height) {
   tjhandle handle = tjInitDecompress();
   int w = 0, h = 0, subsamp = 0, colorspace = 0;

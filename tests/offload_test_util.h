@@ -68,12 +68,9 @@ struct Result {
   std::string err;
 };
 
-// Runs the sluice binary to completion (stdout and stderr through files, never pipes).
-inline Result RunSluice(const std::vector<std::string>& args, const fs::path& scratch) {
-  static std::atomic<int> counter{0};
-  const int n = counter++;
-  const fs::path out_path = scratch / ("run.out." + std::to_string(n));
-  const fs::path err_path = scratch / ("run.err." + std::to_string(n));
+// Starts the sluice binary with `args` (in `cwd` when given), stdout and stderr to files.
+inline pid_t SpawnSluice(const std::vector<std::string>& args, const fs::path& out_path,
+                         const fs::path& err_path, const fs::path& cwd = {}) {
   std::vector<std::string> words = {SLUICE_BINARY};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -86,9 +83,21 @@ inline Result RunSluice(const std::vector<std::string>& args, const fs::path& sc
     if (out < 0 || err < 0) _exit(126);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+// Runs the sluice binary to completion (stdout and stderr through files, never pipes).
+inline Result RunSluice(const std::vector<std::string>& args, const fs::path& scratch,
+                        const fs::path& cwd = {}) {
+  static std::atomic<int> counter{0};
+  const int n = counter++;
+  const fs::path out_path = scratch / ("run.out." + std::to_string(n));
+  const fs::path err_path = scratch / ("run.err." + std::to_string(n));
+  const pid_t pid = SpawnSluice(args, out_path, err_path, cwd);
   Result r;
   int status = 0;
   if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
