@@ -62,7 +62,33 @@ std::optional<std::string> ParseCgroupV2Path(std::string_view proc_self_cgroup) 
   return std::nullopt;
 }
 
-CpuBudget ProbeCpuBudget(const std::string& cgroup_root) {
+std::optional<std::string> ParseCgroupV1CpuPath(std::string_view proc_self_cgroup) {
+  for (absl::string_view line : absl::StrSplit(Av(proc_self_cgroup), '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3 || fields[1].empty()) continue;
+    for (absl::string_view controller : absl::StrSplit(fields[1], ',')) {
+      if (controller == "cpu") return std::string(absl::StripAsciiWhitespace(fields[2]));
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Calls `visit` with `rel` and each of its parents, ending with "/".
+template <typename Visit>
+void WalkUp(std::string rel, Visit visit) {
+  for (;;) {
+    visit(rel == "/" ? std::string() : rel);
+    if (rel.empty() || rel == "/") break;
+    size_t slash = rel.rfind('/');
+    rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
+  }
+}
+
+}  // namespace
+
+CpuBudget ProbeCpuBudget(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
   CpuBudget budget;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -79,26 +105,25 @@ CpuBudget ProbeCpuBudget(const std::string& cgroup_root) {
   };
 
   // cgroup v2: walk from our cgroup up to the root; every level's cpu.max applies.
-  std::optional<std::string> self = ReadFile("/proc/self/cgroup");
-  std::optional<std::string> v2_path = self ? ParseCgroupV2Path(*self) : std::nullopt;
-  if (v2_path) {
-    std::string rel = *v2_path;
-    for (;;) {
-      std::string dir = cgroup_root + (rel == "/" ? "" : rel);
+  std::optional<std::string> self = ReadFile(proc_self_cgroup);
+  if (std::optional<std::string> v2_path = self ? ParseCgroupV2Path(*self) : std::nullopt) {
+    WalkUp(*v2_path, [&](const std::string& rel) {
+      const std::string dir = cgroup_root + rel;
       if (auto max = ReadFile(dir + "/cpu.max")) {
         take(ParseCgroupV2CpuMax(*max), "cgroup v2 " + dir + "/cpu.max");
       }
-      if (rel.empty() || rel == "/") break;
-      size_t slash = rel.rfind('/');
-      rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
-    }
+    });
   }
-  // cgroup v1 (the controller is mounted at cpu or cpu,cpuacct).
-  for (const char* mount : {"/cpu", "/cpu,cpuacct", ""}) {
-    std::string dir = cgroup_root + mount;
-    auto quota = ReadFile(dir + "/cpu.cfs_quota_us");
-    auto period = ReadFile(dir + "/cpu.cfs_period_us");
-    if (quota && period) take(ParseCgroupV1Quota(*quota, *period), "cgroup v1 " + dir);
+  // cgroup v1: the controller is mounted at cpu, cpu,cpuacct or the root itself; every level
+  // from our own cgroup up to the hierarchy's root applies.
+  std::optional<std::string> v1_path = self ? ParseCgroupV1CpuPath(*self) : std::nullopt;
+  for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu", ""}) {
+    WalkUp(v1_path.value_or("/"), [&](const std::string& rel) {
+      const std::string dir = cgroup_root + mount + rel;
+      auto quota = ReadFile(dir + "/cpu.cfs_quota_us");
+      auto period = ReadFile(dir + "/cpu.cfs_period_us");
+      if (quota && period) take(ParseCgroupV1Quota(*quota, *period), "cgroup v1 " + dir);
+    });
   }
   return budget;
 }

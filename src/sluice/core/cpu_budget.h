@@ -31,9 +31,15 @@ std::optional<double> ParseCgroupV1Quota(std::string_view quota, std::string_vie
 // From /proc/self/cgroup contents, the cgroup v2 path ("0::/a/b" -> "/a/b"), or nullopt.
 std::optional<std::string> ParseCgroupV2Path(std::string_view proc_self_cgroup);
 
+// From /proc/self/cgroup contents, the cgroup v1 path of the hierarchy that holds the
+// `cpu` controller ("4:cpu,cpuacct:/a/b" -> "/a/b"), or nullopt.
+std::optional<std::string> ParseCgroupV1CpuPath(std::string_view proc_self_cgroup);
+
 // Reads affinity and the cgroup files under `cgroup_root` (default /sys/fs/cgroup),
-// walking from this process's cgroup up to the root and taking the tightest quota.
-CpuBudget ProbeCpuBudget(const std::string& cgroup_root = "/sys/fs/cgroup");
+// walking from this process's cgroup (as `proc_self_cgroup` names it, v2 and v1 alike) up
+// to the root and taking the tightest quota.
+CpuBudget ProbeCpuBudget(const std::string& cgroup_root = "/sys/fs/cgroup",
+                         const std::string& proc_self_cgroup = "/proc/self/cgroup");
 
 }  // namespace sluice
 

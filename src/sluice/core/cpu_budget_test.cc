@@ -57,6 +57,39 @@ TEST(CpuBudgetTest, ProbeReadsAFakeV1Hierarchy) {
   EXPECT_NE(b.source.find("cgroup v1"), std::string::npos);
 }
 
+TEST(CpuBudgetTest, ParsesProcSelfCgroupV1CpuPath) {
+  EXPECT_EQ(ParseCgroupV1CpuPath("4:memory:/m\n3:cpu,cpuacct:/docker/abc\n0::/\n"),
+            "/docker/abc");
+  EXPECT_EQ(ParseCgroupV1CpuPath("2:cpuacct:/a\n1:cpu:/sluice-tb-1-trainer\n"),
+            "/sluice-tb-1-trainer");
+  EXPECT_EQ(ParseCgroupV1CpuPath("2:cpuacct:/a\n0::/b\n"), std::nullopt);
+}
+
+// A process in a nested v1 cgroup: its own quota counts, and so does a tighter parent's.
+TEST(CpuBudgetTest, ProbeWalksTheProcessesOwnV1Cgroup) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("sluice-cgroup-v1-" + std::to_string(getpid()));
+  auto quota = [&](const fs::path& dir, const char* q) {
+    fs::create_directories(dir);
+    std::ofstream(dir / "cpu.cfs_quota_us") << q << "\n";
+    std::ofstream(dir / "cpu.cfs_period_us") << "100000\n";
+  };
+  quota(root / "cpu", "-1");
+  quota(root / "cpu" / "outer", "-1");
+  quota(root / "cpu" / "outer" / "trainer", "50000");
+  std::ofstream(root / "self") << "5:memory:/x\n1:cpu:/outer/trainer\n";
+  CpuBudget b = ProbeCpuBudget(root.string(), (root / "self").string());
+  ASSERT_TRUE(b.quota_cpus.has_value());
+  EXPECT_DOUBLE_EQ(*b.quota_cpus, 0.5);
+  EXPECT_NE(b.source.find("outer/trainer"), std::string::npos) << b.source;
+  // A parent tighter than the child wins.
+  quota(root / "cpu" / "outer", "25000");
+  b = ProbeCpuBudget(root.string(), (root / "self").string());
+  fs::remove_all(root);
+  ASSERT_TRUE(b.quota_cpus.has_value());
+  EXPECT_DOUBLE_EQ(*b.quota_cpus, 0.25);
+}
+
 TEST(CpuBudgetTest, ProbeOfThisMachineIsSane) {
   CpuBudget b = ProbeCpuBudget();
   EXPECT_GE(b.affinity_cpus, 1);
