@@ -27,6 +27,9 @@ class Server;
 
 namespace sluice::rpc {
 
+// The largest reply a Probe call gets (larger requests are cut to it).
+inline constexpr uint64_t kMaxProbeBytes = 16 << 20;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free one
   std::string token;                      // empty: no token required
