@@ -408,6 +408,9 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       absl::StrCat(scenario_.accelerator_ms),
       "--steps",
       absl::StrCat(scenario_.steps),
+      // Data never runs out: a planner's planning steps come on top of --steps.
+      "--epochs",
+      "-1",
       "--threads",
       absl::StrCat(std::max(1, static_cast<int>(std::ceil(scenario_.trainer_cpus)))),
       "--policy",

@@ -100,7 +100,10 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
 
   if (a->options_.metric_store.has_value()) {
     a->store_.emplace(*a->options_.metric_store);
-    a->key_.pipeline_fingerprint = pipeline::Fingerprint(a->spec_);
+    // Costs per sample do not depend on how many epochs run.
+    pipeline::PipelineSpec costed = a->spec_;
+    costed.epochs = 1;
+    a->key_.pipeline_fingerprint = pipeline::Fingerprint(costed);
     a->key_.host_fingerprint = policy::ProbeHostFingerprint(ProbeCpuBudget().cpus());
     policy::MetricLoadResult loaded = a->store_->Load(a->key_);
     if (loaded.costs.has_value()) {

@@ -151,7 +151,13 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
   int64_t compute_ns = 0;
   const auto step_time =
       std::chrono::nanoseconds(static_cast<int64_t>(options.accelerator_ms * 1e6));
-  while (options.steps == 0 || result.steps < options.steps) {
+  bool settled = !options.settled;
+  const auto mark_steady = [&] {
+    steady_start = NowNanos();
+    steady_stall_from = stall_ns;
+    steady_samples_from = result.samples;
+  };
+  while (options.steps == 0 || result.steps - result.planning_steps < options.steps) {
     Element batch;
     bool end = false;
     const int64_t wait_start = NowNanos();
@@ -176,11 +182,15 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
     if (step_time.count() > 0) std::this_thread::sleep_for(step_time);
     compute_ns += NowNanos() - got;
     ++result.steps;
-    if (result.steps == result.warmup_steps) {
-      steady_start = NowNanos();
-      steady_stall_from = stall_ns;
-      steady_samples_from = result.samples;
+    if (!settled) {
+      settled = options.settled() || result.steps >= options.max_planning_steps;
+      if (!settled) {
+        result.planning_steps = result.steps;
+      } else if (result.warmup_steps == 0) {
+        mark_steady();  // the step that settled is left out: it ran under the old plan
+      }
     }
+    if (settled && result.steps - result.planning_steps == result.warmup_steps) mark_steady();
     if (options.on_step) {
       TrainProgress p;
       p.steps = result.steps;
@@ -194,8 +204,10 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
   result.wall_s = (end - start) / 1e9;
   result.stall_s = stall_ns / 1e9;
   result.compute_s = compute_ns / 1e9;
-  if (result.steps <= result.warmup_steps) result.warmup_steps = 0;  // too short: whole run
-  if (result.warmup_steps == 0) {
+  if (result.steps - result.planning_steps <= result.warmup_steps) {
+    result.warmup_steps = 0;  // too short: whole run
+  }
+  if (result.warmup_steps == 0 && result.planning_steps == 0) {
     steady_start = start;
     steady_stall_from = 0;
     steady_samples_from = 0;

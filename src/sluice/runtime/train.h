@@ -69,6 +69,12 @@ struct TrainOptions {
   // Train on the first batch over and over (FastFlow's take(1).cache().repeat(), which
   // measures the model's own rate): only one batch is taken from the loader.
   bool repeat_first_batch = false;
+  // For a loader that plans while it runs: steps taken while this returns false are
+  // planning steps. They do not count towards `steps`, and the warm-up starts after them,
+  // so the steady figures measure the plan that was chosen (its cost is time to plan).
+  // Treated as true after max_planning_steps.
+  std::function<bool()> settled;
+  int64_t max_planning_steps = 2000;
 };
 
 struct TrainResult {
@@ -80,6 +86,7 @@ struct TrainResult {
   bool data_ended = false;  // the pipeline ran out before `steps`
   // The same after the warm-up steps (equal to the whole run without warm-up).
   int64_t warmup_steps = 0;
+  int64_t planning_steps = 0;  // steps before `settled` held (not counted in `steps` asked)
   int64_t steady_samples = 0;
   double steady_wall_s = 0;
   double steady_stall_s = 0;

@@ -236,5 +236,47 @@ TEST_F(RunTrainingTest, SteadyStateFiguresLeaveOutTheWarmUpSteps) {
   EXPECT_EQ(result->steady_samples, 10);
 }
 
+// A loader that plans while running: the steps before it settles are extra, and the steady
+// figures start after them plus the warm-up.
+TEST_F(RunTrainingTest, PlanningStepsComeOnTopOfStepsAndBeforeTheSteadyFigures) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 2;
+  options.warmup_steps = 0;
+  options.repeat_first_batch = true;
+  int calls = 0;
+  options.settled = [&] { return ++calls >= 3; };  // settles after the third step
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->planning_steps, 2);
+  EXPECT_EQ(result->steps, 4);  // 2 planning + 2 asked (counted from the settling step on)
+  EXPECT_EQ(calls, 3);          // not asked again once settled
+  EXPECT_EQ(result->samples, 12);
+  EXPECT_EQ(result->steady_samples, 3);  // the fourth step: after the one that settled
+
+  // With a warm-up, it starts counting after the settling step.
+  std::unique_ptr<Loader> warm = MakeLoader();
+  options.steps = 4;
+  options.warmup_steps = 1;
+  calls = 0;
+  result = RunTraining(*warm, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->planning_steps, 2);
+  EXPECT_EQ(result->steps, 6);
+  EXPECT_EQ(result->steady_samples, 3 * 3);  // steps 4..6
+
+  // A loader that never settles is cut off at max_planning_steps.
+  std::unique_ptr<Loader> never = MakeLoader();
+  options.steps = 1;
+  options.warmup_steps = 0;
+  options.max_planning_steps = 3;
+  options.settled = [] { return false; };
+  result = RunTraining(*never, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->planning_steps, 2);
+  EXPECT_EQ(result->steps, 3);
+}
+
 }  // namespace
 }  // namespace sluice::runtime
