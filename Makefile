@@ -2,7 +2,8 @@
 # Both install the Debian packages first (scripts/install-deps.sh, a no-op when present).
 #   make build    Release build into build/ (SANITIZE=address,undefined or thread: build-<san>/)
 #   make test     build, then every test (ctest: C++ unit, integration and process tests)
-#   make demo     build, generate a small JPEG set, run the standard pipeline, print the table
+#   make demo     build, generate data, show the per-op table, then a prep stall and the
+#                 speed-up when `--policy sluice` offloads to a worker (testbed as root)
 #   make bench    the benchmarks of docs/BENCHMARKS.md
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)

@@ -245,6 +245,44 @@ void Controller::Replan(double t, const std::string& why, bool must_adopt, Timel
                              FormatRate(next.predicted_samples_per_s), ")"));
 }
 
+void SetReceiveCost(Costs* costs, double cpu_s_per_byte) {
+  double before = 0;
+  for (const CodecCost& c : costs->codecs) {
+    if (c.codec == Codec::kNone) before = c.trainer_cpu_s_per_byte;
+  }
+  for (CodecCost& c : costs->codecs) {
+    c.trainer_cpu_s_per_byte = c.codec == Codec::kNone
+                                   ? cpu_s_per_byte
+                                   : std::max(0.0, c.trainer_cpu_s_per_byte + cpu_s_per_byte - before);
+  }
+}
+
+TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
+                                             std::optional<double> cpu_s_per_byte) {
+  if (!started_) Start(t_s);
+  std::vector<std::string> what;
+  if (cpu_s_per_element.has_value()) {
+    what.push_back(absl::StrCat(Fmt(*cpu_s_per_element * 1e6), " us per element (was ",
+                                Fmt(profile_.costs.recv_cpu_s_per_sample * 1e6), ")"));
+    profile_.costs.recv_cpu_s_per_sample = *cpu_s_per_element;
+  }
+  if (cpu_s_per_byte.has_value()) {
+    double before = 0;
+    if (std::optional<CodecCost> none = profile_.costs.CostOf(Codec::kNone)) {
+      before = none->trainer_cpu_s_per_byte;
+    }
+    what.push_back(absl::StrCat(Fmt(*cpu_s_per_byte * 1e9), " ns per byte (was ",
+                                Fmt(before * 1e9), ")"));
+    SetReceiveCost(&profile_.costs, *cpu_s_per_byte);
+  }
+  TimelineEntry out;
+  Replan(t_s,
+         absl::StrCat("receiving, measured on the whole trainer process, costs ",
+                      absl::StrJoin(what, " and ")),
+         /*must_adopt=*/false, &out);
+  return out;
+}
+
 TimelineEntry Controller::Observe(const Measurement& m) {
   if (!started_) Start(m.t_s);
   const double t = m.t_s;

@@ -80,6 +80,10 @@ struct ControllerOptions {
   double rate_drop_confirm_s = 2;  // ... for this long
 };
 
+// Sets the uncompressed stream's trainer CPU per byte to `cpu_s_per_byte` and moves the
+// other codecs' by the same amount (their decompression stays on top).
+void SetReceiveCost(Costs* costs, double cpu_s_per_byte);
+
 class Controller {
  public:
   explicit Controller(Profile profile, ControllerOptions options = {});
@@ -88,6 +92,12 @@ class Controller {
   TimelineEntry Start(double t_s);
   // One decision per measurement; measurements must come in time order.
   TimelineEntry Observe(const Measurement& measurement);
+  // The trainer's measured cost of receiving on an uncompressed stream (its whole process,
+  // gRPC's own threads included): per element (a sample, or a batch after batching) and/or
+  // per byte, each replacing the profile's where given (the other codecs move by the same
+  // amount per byte). Re-plans, switching only to a plan that is clearly better.
+  TimelineEntry RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
+                                   std::optional<double> cpu_s_per_byte);
 
   const Plan& plan() const { return plan_; }
   // The profile as the controller now sees it (reported budgets, fresh costs, the worker

@@ -72,7 +72,11 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   k.wire_down = k.bytes_raw / std::max(codec->ratio, 1.0);
   k.wire_up = local_read ? costs.raw_bytes_per_sample : 0;
   const double suffix = after_batch ? 0 : costs.CpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
-  k.a_offload = suffix + costs.recv_cpu_s_per_sample + k.bytes_raw * codec->trainer_cpu_s_per_byte;
+  // Receiving costs per element (a sample, or a whole batch after batching) and per byte.
+  const double per_element = after_batch ? costs.recv_cpu_s_per_sample /
+                                               std::max(1, p.consumer.batch_size)
+                                         : costs.recv_cpu_s_per_sample;
+  k.a_offload = suffix + per_element + k.bytes_raw * codec->trainer_cpu_s_per_byte;
   if (local_read) {
     k.a_offload += costs.CpuSeconds(0, 1) + costs.raw_bytes_per_sample * costs.send_cpu_s_per_byte;
   }

@@ -1,6 +1,9 @@
 #include "sluice/runtime/auto_loader.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -281,7 +284,28 @@ Status AutoLoader::Observe(int64_t now_ns) {
   last_observe_ns_ = now_ns;
   last_observe_ = meter_.counters();
 
-  policy::TimelineEntry entry = controller_->Observe(m);
+  policy::TimelineEntry entry;
+  // Once a run: the receive cost measured on the whole process, when it is far from the
+  // profile's (a plan made with the wrong one may have picked the wrong cut).
+  std::optional<ReceiveCost> measured =
+      receive_recalibrated_ ? std::nullopt : MeasuredReceive();
+  bool off = false;
+  if (measured.has_value()) {
+    const policy::Costs known = controller_->effective_profile().costs;
+    const auto far = [](double a, double b) { return b > 0 && std::fabs(a / b - 1) > 0.25; };
+    if (measured->per_element) off = far(*measured->per_element, known.recv_cpu_s_per_sample);
+    if (measured->per_byte) {
+      if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
+        off = far(*measured->per_byte, none->trainer_cpu_s_per_byte);
+      }
+    }
+  }
+  if (off) {
+    receive_recalibrated_ = true;
+    entry = controller_->RecalibrateReceive(m.t_s, measured->per_element, measured->per_byte);
+  } else {
+    entry = controller_->Observe(m);
+  }
   if (entry.kind == policy::DecisionKind::kKeep) return absl::OkStatus();
   SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
   LogDecision(entry);
@@ -338,6 +362,7 @@ Status AutoLoader::Apply(const policy::Plan& plan) {
       o.cut = 0;
       SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
       offloaded_ = false;
+      receive_mark_.reset();
     }
     applied_ = plan;
     return absl::OkStatus();
@@ -362,9 +387,14 @@ Status AutoLoader::Apply(const policy::Plan& plan) {
   o.worker_shares = plan.worker_shares;
   o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
   o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
+  receive_mark_.reset();
   SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
   offloaded_ = true;
   applied_ = plan;
+  if (plan.codec == policy::Codec::kNone) {
+    receive_mark_ = MarkNow();
+    receive_recalibrated_ = false;  // a new Loader: measure it afresh
+  }
   return absl::OkStatus();
 }
 
@@ -382,10 +412,59 @@ Status AutoLoader::Replace(LoaderOptions options) {
   return absl::OkStatus();
 }
 
+AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
+  ReceiveMark m;
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) {
+    m.process_cpu_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+  const LoaderReport r = loader_->Report();
+  for (const pipeline::OpStatsSnapshot& op : r.local_ops) m.op_cpu_ns += op.cpu_ns;
+  m.samples_out = r.samples_out;
+  for (const WorkerReport& w : r.workers) {
+    m.remote_samples += w.samples;
+    m.bytes += w.bytes_received;
+  }
+  return m;
+}
+
+std::optional<AutoLoader::ReceiveCost> AutoLoader::MeasuredReceive() const {
+  if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr) return std::nullopt;
+  const ReceiveMark now = MarkNow();
+  const ReceiveMark& was = *receive_mark_;
+  const double bytes = static_cast<double>(now.bytes - was.bytes);
+  const int64_t remote = now.remote_samples - was.remote_samples;
+  constexpr double kMinBytes = 32 << 20;
+  constexpr int64_t kMinSamples = 256;
+  if (bytes < kMinBytes || remote < kMinSamples) return std::nullopt;
+  const double rest =
+      (now.process_cpu_ns - was.process_cpu_ns - (now.op_cpu_ns - was.op_cpu_ns)) / 1e9 -
+      (now.samples_out - was.samples_out) * costs_->batch_cpu_s_per_sample;
+  const policy::Costs known = controller_ != nullptr ? controller_->effective_profile().costs
+                                                     : *costs_;
+  double per_byte_known = CostDefaults().recv_cpu_s_per_byte;
+  if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
+    per_byte_known = none->trainer_cpu_s_per_byte;
+  }
+  ReceiveCost out;
+  if (applied_.cut == policy::kCutAfterBatch) {
+    const double elements = remote / std::max<double>(1, spec_.batch.size);
+    out.per_byte =
+        std::clamp((rest - elements * known.recv_cpu_s_per_sample) / bytes, 0.05e-9, 50e-9);
+  } else {
+    out.per_element = std::clamp((rest - bytes * per_byte_known) / remote, 1e-6, 0.1);
+  }
+  return out;
+}
+
 Status AutoLoader::Finish() {
   if (!store_.has_value() || loader_ == nullptr) return absl::OkStatus();
   if (!costs_.has_value()) return absl::OkStatus();  // never measured enough to plan
   policy::Costs costs = MeasuredCosts();
+  if (std::optional<ReceiveCost> measured = MeasuredReceive()) {
+    if (measured->per_byte) policy::SetReceiveCost(&costs, *measured->per_byte);
+    if (measured->per_element) costs.recv_cpu_s_per_sample = *measured->per_element;
+  }
   return store_->Save(key_, costs);
 }
 

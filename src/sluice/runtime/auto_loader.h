@@ -110,6 +110,27 @@ class AutoLoader final : public BatchSource {
   policy::Costs MeasuredCosts() const;
   void JoinProbes();
 
+  // The trainer's whole-process CPU while a Loader offloads on uncompressed streams: the
+  // streams' own counters miss gRPC's threads. Marked when such a Loader starts.
+  struct ReceiveMark {
+    int64_t process_cpu_ns = 0;
+    int64_t op_cpu_ns = 0;
+    int64_t samples_out = 0;
+    int64_t remote_samples = 0;
+    int64_t bytes = 0;
+  };
+  ReceiveMark MarkNow() const;
+  // The receive cost since the mark: the process's CPU net of the ops and batching, put on
+  // the one parameter the current cut tells apart (after batching, elements are few: per
+  // byte; per sample otherwise, bytes at the known rate). nullopt until enough was received.
+  struct ReceiveCost {
+    std::optional<double> per_element;
+    std::optional<double> per_byte;
+  };
+  std::optional<ReceiveCost> MeasuredReceive() const;
+  std::optional<ReceiveMark> receive_mark_;
+  bool receive_recalibrated_ = false;
+
   const pipeline::PipelineSpec spec_;
   AutoOptions options_;
   std::unique_ptr<Loader> loader_;
