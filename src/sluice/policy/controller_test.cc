@@ -282,6 +282,33 @@ TEST(ControllerTest, StallWhileLocalStartsOffloading) {
   EXPECT_THAT(e.reason, HasSubstr("while not offloading"));
 }
 
+// Receiving measured on the whole process: a large cost per element moves the cut to after
+// batching, where an element is a whole batch; a cost per byte moves every codec.
+TEST(ControllerTest, RecalibratedReceiveCostMovesTheCut) {
+  Profile p = StandardProfile();
+  p.costs.codecs.push_back(testing::Zstd());
+  ControllerOptions options;
+  options.planner.allow_after_batch = true;
+  Controller c(p, options);
+  c.Start(0);
+  ASSERT_EQ(c.plan().cut, 4);
+
+  TimelineEntry e = c.RecalibrateReceive(5, 0.5e-3, std::nullopt);
+  EXPECT_EQ(e.kind, DecisionKind::kRecalibrate);
+  EXPECT_EQ(c.plan().cut, kCutAfterBatch) << e.reason;
+  EXPECT_THAT(e.reason, HasSubstr("500 us per element (was 0)"));
+  EXPECT_DOUBLE_EQ(c.effective_profile().costs.recv_cpu_s_per_sample, 0.5e-3);
+  // After batching the element is 64 samples: the prediction pays 0.5 ms / 64 per sample.
+  EXPECT_GT(c.plan().predicted_samples_per_s, 1200);
+
+  e = c.RecalibrateReceive(6, std::nullopt, 3e-9);
+  EXPECT_THAT(e.reason, HasSubstr("3 ns per byte (was 1)"));
+  const Costs costs = c.effective_profile().costs;
+  EXPECT_DOUBLE_EQ(costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, 3e-9);
+  EXPECT_DOUBLE_EQ(costs.CostOf(Codec::kZstd)->trainer_cpu_s_per_byte, 3.5e-9);
+  EXPECT_EQ(Count(c, DecisionKind::kRecalibrate), 2);
+}
+
 TEST(ControllerTest, TimelineJson) {
   Controller c(StandardProfile());
   c.Start(0);

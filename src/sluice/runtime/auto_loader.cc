@@ -287,7 +287,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
   policy::TimelineEntry entry;
   // Once a run: the receive cost measured on the whole process, when it is far from the
   // profile's (a plan made with the wrong one may have picked the wrong cut).
-  std::optional<ReceiveCost> measured =
+  std::optional<ReceiveFit> measured =
       receive_recalibrated_ ? std::nullopt : MeasuredReceive();
   bool off = false;
   if (measured.has_value()) {
@@ -353,7 +353,11 @@ void AutoLoader::LogDecision(const policy::TimelineEntry& entry) const {
                       entry.plan.PolicyString(), entry.reason));
 }
 
-Status AutoLoader::Apply(const policy::Plan& plan) {
+Status AutoLoader::Apply(const policy::Plan& planned) {
+  // The planner's arithmetic can land a hair outside [0, 1] (1 + 1e-16); the Loader checks.
+  policy::Plan plan = planned;
+  plan.ratio = std::clamp(plan.ratio, 0.0, 1.0);
+  for (double& share : plan.worker_shares) share = std::clamp(share, 0.0, 1.0);
   if (!plan.offload || plan.ratio <= 0 || plan.worker_addresses.empty()) {
     if (offloaded_) {
       LoaderOptions o = options_.base;
@@ -428,40 +432,31 @@ AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
   return m;
 }
 
-std::optional<AutoLoader::ReceiveCost> AutoLoader::MeasuredReceive() const {
+std::optional<ReceiveFit> AutoLoader::MeasuredReceive() const {
   if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr) return std::nullopt;
   const ReceiveMark now = MarkNow();
   const ReceiveMark& was = *receive_mark_;
-  const double bytes = static_cast<double>(now.bytes - was.bytes);
-  const int64_t remote = now.remote_samples - was.remote_samples;
-  constexpr double kMinBytes = 32 << 20;
-  constexpr int64_t kMinSamples = 256;
-  if (bytes < kMinBytes || remote < kMinSamples) return std::nullopt;
-  const double rest =
-      (now.process_cpu_ns - was.process_cpu_ns - (now.op_cpu_ns - was.op_cpu_ns)) / 1e9 -
-      (now.samples_out - was.samples_out) * costs_->batch_cpu_s_per_sample;
-  const policy::Costs known = controller_ != nullptr ? controller_->effective_profile().costs
-                                                     : *costs_;
-  double per_byte_known = CostDefaults().recv_cpu_s_per_byte;
+  ReceiveWindow w;
+  w.process_cpu_s = (now.process_cpu_ns - was.process_cpu_ns) / 1e9;
+  w.op_cpu_s = (now.op_cpu_ns - was.op_cpu_ns) / 1e9;
+  w.samples_out = now.samples_out - was.samples_out;
+  w.remote_samples = now.remote_samples - was.remote_samples;
+  w.bytes = static_cast<double>(now.bytes - was.bytes);
+  const policy::Costs known =
+      controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
+  double per_byte = CostDefaults().recv_cpu_s_per_byte;
   if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
-    per_byte_known = none->trainer_cpu_s_per_byte;
+    per_byte = none->trainer_cpu_s_per_byte;
   }
-  ReceiveCost out;
-  if (applied_.cut == policy::kCutAfterBatch) {
-    const double elements = remote / std::max<double>(1, spec_.batch.size);
-    out.per_byte =
-        std::clamp((rest - elements * known.recv_cpu_s_per_sample) / bytes, 0.05e-9, 50e-9);
-  } else {
-    out.per_element = std::clamp((rest - bytes * per_byte_known) / remote, 1e-6, 0.1);
-  }
-  return out;
+  return FitReceiveCost(w, applied_.cut == policy::kCutAfterBatch, spec_.batch.size,
+                        costs_->batch_cpu_s_per_sample, known.recv_cpu_s_per_sample, per_byte);
 }
 
 Status AutoLoader::Finish() {
   if (!store_.has_value() || loader_ == nullptr) return absl::OkStatus();
   if (!costs_.has_value()) return absl::OkStatus();  // never measured enough to plan
   policy::Costs costs = MeasuredCosts();
-  if (std::optional<ReceiveCost> measured = MeasuredReceive()) {
+  if (std::optional<ReceiveFit> measured = MeasuredReceive()) {
     if (measured->per_byte) policy::SetReceiveCost(&costs, *measured->per_byte);
     if (measured->per_element) costs.recv_cpu_s_per_sample = *measured->per_element;
   }

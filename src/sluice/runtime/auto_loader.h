@@ -123,11 +123,7 @@ class AutoLoader final : public BatchSource {
   // The receive cost since the mark: the process's CPU net of the ops and batching, put on
   // the one parameter the current cut tells apart (after batching, elements are few: per
   // byte; per sample otherwise, bytes at the known rate). nullopt until enough was received.
-  struct ReceiveCost {
-    std::optional<double> per_element;
-    std::optional<double> per_byte;
-  };
-  std::optional<ReceiveCost> MeasuredReceive() const;
+  std::optional<ReceiveFit> MeasuredReceive() const;
   std::optional<ReceiveMark> receive_mark_;
   bool receive_recalibrated_ = false;
 

@@ -235,6 +235,24 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   return out;
 }
 
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, bool after_batch, int batch_size,
+                                         double batch_cpu_s_per_sample, double known_per_element,
+                                         double known_per_byte) {
+  constexpr double kMinBytes = 32 << 20;
+  constexpr int64_t kMinSamples = 256;
+  if (w.bytes < kMinBytes || w.remote_samples < kMinSamples) return std::nullopt;
+  const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * batch_cpu_s_per_sample;
+  ReceiveFit fit;
+  if (after_batch) {
+    const double elements = static_cast<double>(w.remote_samples) / std::max(1, batch_size);
+    fit.per_byte = std::clamp((rest - elements * known_per_element) / w.bytes, 0.05e-9, 50e-9);
+  } else {
+    fit.per_element =
+        std::clamp((rest - w.bytes * known_per_byte) / w.remote_samples, 1e-6, 0.1);
+  }
+  return fit;
+}
+
 double TrainerCpuBudget(int threads) {
   const double cpus = ProbeCpuBudget().cpus();
   return threads > 0 ? std::min(cpus, static_cast<double>(threads)) : cpus;

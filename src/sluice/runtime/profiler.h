@@ -106,6 +106,30 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe);
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
     const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors);
 
+// What the trainer's whole process did while a Loader offloaded on uncompressed streams
+// (differences of two readings): its CPU, its ops' CPU, the samples it handed out, the
+// samples and payload bytes its workers delivered.
+struct ReceiveWindow {
+  double process_cpu_s = 0;
+  double op_cpu_s = 0;
+  int64_t samples_out = 0;
+  int64_t remote_samples = 0;
+  double bytes = 0;
+};
+// The trainer's cost of receiving that the window shows. The CPU not spent in ops or
+// batching (`batch_cpu_s_per_sample` each) goes to the one parameter the cut tells apart:
+// after batching (`after_batch`, elements of `batch_size` samples) the cost per byte, the
+// per-element cost taken as `known_per_element`; otherwise the cost per element (a sample),
+// the bytes taken at `known_per_byte`. Clamped to sane bounds; nullopt under 32 MiB or 256
+// samples received.
+struct ReceiveFit {
+  std::optional<double> per_element;  // seconds per element received
+  std::optional<double> per_byte;     // seconds per payload byte
+};
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, bool after_batch, int batch_size,
+                                         double batch_cpu_s_per_sample, double known_per_element,
+                                         double known_per_byte);
+
 // The trainer's CPU budget for planning: the CPUs it may use (cgroup aware), but no more
 // than the threads a Loader runs per stage.
 double TrainerCpuBudget(int threads);

@@ -196,6 +196,33 @@ TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
   EXPECT_DOUBLE_EQ(w.rtt_s, 0.0004);
 }
 
+// 1000 samples out, 900 from a worker, 100 MB received; ops took 0.4 s and batching
+// 0.1 ms a sample (0.1 s), so 0.5 s of the process's 1.0 s is receiving.
+TEST(FitReceiveCostTest, PutsTheRestOnTheParameterTheCutTellsApart) {
+  ReceiveWindow w;
+  w.process_cpu_s = 1.0;
+  w.op_cpu_s = 0.4;
+  w.samples_out = 1000;
+  w.remote_samples = 900;
+  w.bytes = 100e6;
+  // Element-wise cut: bytes at the known 2 ns (0.2 s), the other 0.3 s over 900 samples.
+  std::optional<ReceiveFit> fit = FitReceiveCost(w, false, 64, 0.1e-3, 5e-6, 2e-9);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_FALSE(fit->per_byte.has_value());
+  EXPECT_NEAR(*fit->per_element, 0.3 / 900, 1e-12);
+  // After batching: 900 / 64 elements at the known 100 us, the rest over the bytes.
+  fit = FitReceiveCost(w, true, 64, 0.1e-3, 100e-6, 2e-9);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_FALSE(fit->per_element.has_value());
+  EXPECT_NEAR(*fit->per_byte, (0.5 - 900.0 / 64 * 100e-6) / 100e6, 1e-15);
+  // Too little received: nothing to say. Nonsense (more ops than process) is clamped.
+  w.bytes = 1e6;
+  EXPECT_FALSE(FitReceiveCost(w, false, 64, 0, 0, 0).has_value());
+  w.bytes = 100e6;
+  w.op_cpu_s = 5;
+  EXPECT_DOUBLE_EQ(*FitReceiveCost(w, false, 64, 0, 0, 0)->per_element, 1e-6);
+}
+
 TEST(TrainerCpuBudgetTest, NoMoreThanTheThreads) {
   EXPECT_LE(TrainerCpuBudget(1), 1.0);
   EXPECT_GT(TrainerCpuBudget(1), 0.0);
