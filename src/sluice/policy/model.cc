@@ -69,7 +69,13 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   const int first = local_read ? 1 : 0;
   const int end = after_batch ? n : c.cut;
   k.bytes_raw = BytesAtCut(costs, c.cut);
-  k.wire_down = k.bytes_raw / std::max(codec->ratio, 1.0);
+  // The codec's ratio holds where it was measured (the pipeline's output is both the last
+  // op's and, stacked, the batch's); other cuts' data counts as incompressible.
+  const int at = codec->measured_at_cut;
+  const bool output = c.cut == n || after_batch;
+  const bool measured_here =
+      at == kAnyCut || at == c.cut || (output && (at == n || at == kCutAfterBatch));
+  k.wire_down = k.bytes_raw / (measured_here ? std::max(codec->ratio, 1.0) : 1.0);
   k.wire_up = local_read ? costs.raw_bytes_per_sample : 0;
   const double suffix = after_batch ? 0 : costs.CpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
   // Receiving costs per element (a sample, or a whole batch after batching) and per byte.

@@ -160,7 +160,8 @@ json ToJson(const CodecCost& c) {
   return json{{"codec", CodecName(c.codec)},
               {"ratio", c.ratio},
               {"worker_cpu_s_per_byte", c.worker_cpu_s_per_byte},
-              {"trainer_cpu_s_per_byte", c.trainer_cpu_s_per_byte}};
+              {"trainer_cpu_s_per_byte", c.trainer_cpu_s_per_byte},
+              {"measured_at_cut", c.measured_at_cut}};
 }
 
 namespace {
@@ -275,6 +276,7 @@ StatusOr<CodecCost> CodecFromJson(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("ratio", &c.ratio));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_cpu_s_per_byte", &c.worker_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("trainer_cpu_s_per_byte", &c.trainer_cpu_s_per_byte));
+  SLUICE_RETURN_IF_ERROR(r.Int("measured_at_cut", &c.measured_at_cut));
   return c;
 }
 

@@ -27,6 +27,8 @@ namespace sluice::policy {
 // The cut "after batch": every op and the batching run where a sample is assigned.
 // Same value as rpc::kCutAfterBatch.
 inline constexpr int kCutAfterBatch = -1;
+// CodecCost::measured_at_cut for a ratio that holds at every cut.
+inline constexpr int kAnyCut = -2;
 
 // Same order as rpc::ReadMode.
 enum class ReadMode {
@@ -57,6 +59,11 @@ struct CodecCost {
   double worker_cpu_s_per_byte = 0;  // compressing, on the worker (at speed factor 1)
   // Receiving on the trainer with this codec: wire decode, copies and decompression.
   double trainer_cpu_s_per_byte = 0;
+  // Where `ratio` was measured: kCutAfterBatch (the pipeline's output, which is also the
+  // last op's), an element-wise cut, or kAnyCut (it holds for every cut). Elsewhere the data is taken to be
+  // incompressible (ratio 1): decoded pixels compress very differently from normalized
+  // floats, so one cut's ratio does not stand in for another's.
+  int measured_at_cut = kAnyCut;
 };
 
 // The parts of a profile that depend only on the pipeline and the trainer's host: what the

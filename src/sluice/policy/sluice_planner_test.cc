@@ -123,6 +123,15 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
   EXPECT_EQ(plan.cut, 4);
   EXPECT_EQ(plan.codec, Codec::kZstd);
   EXPECT_NEAR(plan.predicted_samples_per_s, 1 / 1.8e-3 + 12.5e6 / 75e3 * (1 - 0.625 / 1.8), 1e-6);
+  // A ratio measured on the output holds after batching and at cut 5 only: cut 4's bytes
+  // count as incompressible, so zstd there buys nothing and is not chosen at cut 4.
+  Profile output_only = p;
+  output_only.costs.codecs.back().measured_at_cut = kCutAfterBatch;
+  const Plan at_output = PlanSluice(output_only, Exact());
+  EXPECT_TRUE(at_output.codec == Codec::kNone || at_output.cut == 5 ||
+              at_output.cut == kCutAfterBatch)
+      << at_output.explanation;
+  EXPECT_LT(at_output.predicted_samples_per_s, plan.predicted_samples_per_s);
   // On the fast link compression only costs CPU: not chosen.
   Profile fast = StandardProfile();
   fast.costs.codecs.push_back(Zstd());

@@ -94,6 +94,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   const size_t n = a->options_.workers.size();
   a->reachable_.assign(n, false);
   a->last_worker_samples_.assign(n, 0);
+  a->last_worker_failures_.assign(n, 0);
   if (n > 0) {
     AutoLoader* self = a.get();
     a->prober_ = std::thread([self] {
@@ -270,7 +271,14 @@ Status AutoLoader::Observe(int64_t now_ns) {
       if (w.address == wm.address) in_loader = &w;
     }
     if (in_loader != nullptr) {
-      reachable_[i] = in_loader->connected;
+      // Gone only when its stream broke: a stream that ended with the data is not a worker
+      // leaving, and a broken one stays gone until it connects again.
+      if (in_loader->connected) {
+        reachable_[i] = true;
+      } else if (in_loader->failures > last_worker_failures_[i]) {
+        reachable_[i] = false;
+      }
+      last_worker_failures_[i] = in_loader->failures;
       wm.delivered_samples_per_s =
           period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
       last_worker_samples_[i] = in_loader->samples;
@@ -413,6 +421,7 @@ Status AutoLoader::Replace(LoaderOptions options) {
   loader_ = *std::move(created);
   ++loaders_created_;
   std::fill(last_worker_samples_.begin(), last_worker_samples_.end(), 0);
+  std::fill(last_worker_failures_.begin(), last_worker_failures_.end(), 0);
   return absl::OkStatus();
 }
 

@@ -189,6 +189,7 @@ std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_c
     policy::CodecCost c;
     c.codec = pc;
     c.ratio = std::max(1.0, static_cast<double>(raw.size()) / packed->size());
+    c.measured_at_cut = policy::kCutAfterBatch;  // the output: holds there only
     const double n = static_cast<double>(raw.size());
     c.worker_cpu_s_per_byte = (t1 - t0) / 1e9 / n;
     c.trainer_cpu_s_per_byte = recv_cpu_s_per_byte + (t2 - t1) / 1e9 / n;
