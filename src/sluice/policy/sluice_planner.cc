@@ -203,6 +203,21 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.ratio = e->ratio();
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
+  std::string rounded;
+  if (plan.ratio >= options.full_offload_above && plan.ratio < 1) {
+    for (double& share : plan.worker_shares) share /= plan.ratio;
+    rounded = absl::StrFormat(
+        "ratio rounded up from %.2f to 1 (at least %.2f): the trainer still takes what the "
+        "workers cannot (spill-over)",
+        plan.ratio, options.full_offload_above);
+    plan.ratio = 1;
+    ModelOptions model;
+    model.allow_after_batch = options.allow_after_batch;
+    model.demand_headroom = options.demand_headroom;
+    const Evaluation full =
+        EvaluateFixed(profile, e->candidate, plan.ratio, plan.worker_shares, model);
+    if (full.feasible) plan.predicted_samples_per_s = full.predicted_samples_per_s;
+  }
   lines.push_back(
       absl::StrCat("decision: offload ", CandidateName(profile, e->candidate), ", ratio ",
                    absl::StrFormat("%.2f", plan.ratio), " -> ",
@@ -240,6 +255,7 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
                                  CandidateName(profile, r.candidate), ", ", why));
   }
   lines.push_back(RatioLine(*e, options));
+  if (!rounded.empty()) lines.push_back(rounded);
   plan.explanation = absl::StrJoin(lines, "\n");
   return plan;
 }

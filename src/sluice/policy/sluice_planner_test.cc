@@ -18,6 +18,7 @@ PlannerOptions Exact() {
   PlannerOptions o;
   o.demand_headroom = 0;
   o.tie_tolerance = 0;
+  o.full_offload_above = 1;  // the model's own ratio
   return o;
 }
 
@@ -136,6 +137,25 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
   Profile fast = StandardProfile();
   fast.costs.codecs.push_back(Zstd());
   EXPECT_EQ(PlanSluice(fast, Exact()).codec, Codec::kNone);
+}
+
+// The standard profile's model ratio is 1428 / (1428 + 119) = 0.92: by default it is
+// rounded up to 1, the worker shares scaled with it.
+TEST(SluicePlannerTest, RatioNearOneIsRoundedUpToFullOffload) {
+  const Plan exact = PlanSluice(StandardProfile(), Exact());
+  ASSERT_TRUE(exact.offload);
+  EXPECT_NEAR(exact.ratio, 1428.57 / (1428.57 + 119.05), 1e-3);
+  const Plan plan = PlanSluice(StandardProfile());
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, exact.cut);
+  EXPECT_DOUBLE_EQ(plan.ratio, 1.0);
+  EXPECT_NEAR(Sum(plan.worker_shares), 1.0, 1e-12);
+  EXPECT_THAT(plan.explanation, HasSubstr("rounded up from 0.92 to 1"));
+  // The prediction is the model's for ratio 1: the worker's capacity, nothing local.
+  EXPECT_NEAR(plan.predicted_samples_per_s, 2.0 / 1.4e-3, 1);
+  PlannerOptions off;
+  off.full_offload_above = 1;
+  EXPECT_LT(PlanSluice(StandardProfile(), off).ratio, 0.93);
 }
 
 TEST(SluicePlannerTest, UnequalWorkersGetSharesProportionalToCapacity) {
