@@ -85,8 +85,11 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
   if (!plan_.offload) return EvaluateFixed(profile, Candidate{0}, 0, {});
   ModelOptions model;
   model.allow_after_batch = options_.planner.allow_after_batch;
-  return EvaluateFixed(profile, Candidate{plan_.cut, plan_.read_mode, plan_.codec}, plan_.ratio,
-                       plan_.worker_shares, model);
+  const Candidate candidate{plan_.cut, plan_.read_mode, plan_.codec};
+  // At ratio 1 spill-over gives the trainer whatever the workers cannot take: the model's
+  // re-balanced optimum for the candidate, not a fixed split.
+  if (plan_.ratio >= 1) return Evaluate(profile, candidate, model);
+  return EvaluateFixed(profile, candidate, plan_.ratio, plan_.worker_shares, model);
 }
 
 std::optional<std::string> Controller::AbsorbWorldChanges(const Measurement& m) {

@@ -78,7 +78,9 @@ TEST(ControllerTest, ShortMismatchesDoNotRecalibrate) {
 }
 
 TEST(ControllerTest, SustainedMismatchRecalibratesOnceThenSettles) {
-  Controller c(StandardProfile());
+  ControllerOptions options;
+  options.planner.full_offload_above = 1;  // the model's ratio, which the re-fit moves
+  Controller c(StandardProfile(), options);
   c.Start(0);
   const double predicted = c.plan().predicted_samples_per_s;
   std::vector<DecisionKind> kinds;
@@ -299,8 +301,8 @@ TEST(ControllerTest, RecalibratedReceiveCostMovesTheCut) {
   EXPECT_THAT(e.reason, HasSubstr("500 us per element (was 0)"));
   EXPECT_DOUBLE_EQ(c.effective_profile().costs.recv_cpu_s_per_sample, 0.5e-3);
   // After batching the element is 64 samples (0.5 ms / 64 per sample): the worker's 1111/s
-  // at ratio 1 (the model's 0.86 rounded up), where cut 4 would now give at most 952.
-  EXPECT_GT(c.plan().predicted_samples_per_s, 1100);
+  // and the trainer's spare CPU, where cut 4 would now give at most 952.
+  EXPECT_GT(c.plan().predicted_samples_per_s, 1200);
 
   e = c.RecalibrateReceive(6, std::nullopt, 3e-9);
   EXPECT_THAT(e.reason, HasSubstr("3 ns per byte (was 1)"));

@@ -208,15 +208,9 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
     for (double& share : plan.worker_shares) share /= plan.ratio;
     rounded = absl::StrFormat(
         "ratio rounded up from %.2f to 1 (at least %.2f): the trainer still takes what the "
-        "workers cannot (spill-over)",
+        "workers cannot (spill-over), so the prediction stands",
         plan.ratio, options.full_offload_above);
-    plan.ratio = 1;
-    ModelOptions model;
-    model.allow_after_batch = options.allow_after_batch;
-    model.demand_headroom = options.demand_headroom;
-    const Evaluation full =
-        EvaluateFixed(profile, e->candidate, plan.ratio, plan.worker_shares, model);
-    if (full.feasible) plan.predicted_samples_per_s = full.predicted_samples_per_s;
+    plan.ratio = 1;  // the prediction stays the model's: spill-over fills the trainer
   }
   lines.push_back(
       absl::StrCat("decision: offload ", CandidateName(profile, e->candidate), ", ratio ",
