@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The planners against the oracle and each other, from `sluice bench` reports: one row per
 scenario with `sluice`'s and `fastflow`'s samples/s, their ratios to the oracle and to each
-other, each one's time to plan and the plan it ended with. A `--cold DIR` folder of
-`cold-NAME.json` reports (a `--policies sluice` run with an empty metric store, made just
-before the main report) adds the first-run column.
+other, each one's time to plan and the plan it ended with. The first-run column (a run with
+an empty metric store) comes from `policies.sluice.first_run` (bench/merge_reports.py), or
+from `cold-NAME.json` in a `--cold DIR` folder.
 
 usage: /usr/bin/python3 bench/planner_table.py [--cold DIR] REPORT.json...
 """
@@ -44,8 +44,8 @@ def main(args):
     for path in args:
         r = json.load(open(path))
         name = r["scenario"]["name"]
-        cold = None
-        if cold_dir:
+        cold = r["policies"].get("sluice", {}).get("first_run")
+        if cold is None and cold_dir:
             p = os.path.join(cold_dir, f"cold-{name}.json")
             if os.path.exists(p):
                 cold = json.load(open(p))["policies"].get("sluice")

@@ -86,9 +86,11 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
   ModelOptions model;
   model.allow_after_batch = options_.planner.allow_after_batch;
   const Candidate candidate{plan_.cut, plan_.read_mode, plan_.codec};
-  // At ratio 1 spill-over gives the trainer whatever the workers cannot take: the model's
-  // re-balanced optimum for the candidate, not a fixed split.
-  if (plan_.ratio >= 1) return Evaluate(profile, candidate, model);
+  // A ratio rounded up to full offload leaves the trainer whatever the workers cannot take
+  // (spill-over): the model's re-balanced optimum for the candidate, not a fixed split.
+  if (plan_.ratio >= options_.planner.full_offload_above) {
+    return Evaluate(profile, candidate, model);
+  }
   return EvaluateFixed(profile, candidate, plan_.ratio, plan_.worker_shares, model);
 }
 

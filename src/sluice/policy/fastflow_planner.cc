@@ -76,6 +76,7 @@ std::vector<FastFlowProfilingRun> FastFlowProfilingRuns(int num_ops, bool first_
     if (c == FastFlowCandidate::kMiddle && !(first_op_reads && num_ops >= 2)) continue;
     if (c == FastFlowCandidate::kElement && num_ops < 1) continue;
     if (c == FastFlowCandidate::kBatch && !has_batch) continue;
+    if (c != FastFlowCandidate::kMiddle && !options.workers_read) continue;
     FastFlowProfilingRun r = base;
     r.kind = FastFlowProfilingRun::Kind::kCandidate;
     r.phase = 2;

@@ -53,6 +53,10 @@ struct FastFlowOptions {
   Codec codec = Codec::kLz4;
   int profile_steps = 100;  // steps per profiling run (the paper's examples: 100 ...
   int warmup_steps = 10;    // ... after 10 warm-up steps)
+  // false: the workers cannot read the data themselves (no shared storage), so the
+  // candidates that read there (p2 ELEMENT, p3 BATCH) are left out and p1 (the trainer
+  // reads and sends the bytes) is the one FastFlow can use.
+  bool workers_read = true;
 
   double EffectiveThreshold() const;
 };

@@ -198,6 +198,13 @@ TEST(FastFlowPlannerTest, ProfilingRuns) {
   EXPECT_EQ(FastFlowProfilingRuns(5, false, true, 3).size(), 4u);
   EXPECT_EQ(FastFlowProfilingRuns(5, true, false, 3).size(), 4u);
   EXPECT_EQ(FastFlowProfilingRuns(5, true, true, 0).size(), 2u);
+  // Workers without the data: only p1 (the trainer reads) is profiled.
+  FastFlowOptions no_storage;
+  no_storage.workers_read = false;
+  const std::vector<FastFlowProfilingRun> local_only = FastFlowProfilingRuns(5, true, true, 3, no_storage);
+  ASSERT_EQ(local_only.size(), 3u);
+  EXPECT_EQ(local_only[2].candidate, FastFlowCandidate::kMiddle);
+  EXPECT_EQ(local_only[2].read_mode, ReadMode::kLocalRead);
 }
 
 }  // namespace

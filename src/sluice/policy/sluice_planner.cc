@@ -204,13 +204,14 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
   std::string rounded;
-  if (plan.ratio >= options.full_offload_above && plan.ratio < 1) {
-    for (double& share : plan.worker_shares) share /= plan.ratio;
+  if (plan.ratio >= options.full_offload_above && plan.ratio < options.full_offload_ratio) {
+    const double to = options.full_offload_ratio;
+    for (double& share : plan.worker_shares) share *= to / plan.ratio;
     rounded = absl::StrFormat(
-        "ratio rounded up from %.2f to 1 (at least %.2f): the trainer still takes what the "
+        "ratio rounded up from %.2f to %.2g (at least %.2f): the trainer still takes what the "
         "workers cannot (spill-over), so the prediction stands",
-        plan.ratio, options.full_offload_above);
-    plan.ratio = 1;  // the prediction stays the model's: spill-over fills the trainer
+        plan.ratio, to, options.full_offload_above);
+    plan.ratio = to;  // the prediction stays the model's: spill-over fills the trainer
   }
   lines.push_back(
       absl::StrCat("decision: offload ", CandidateName(profile, e->candidate), ", ratio ",

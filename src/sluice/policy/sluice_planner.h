@@ -25,10 +25,14 @@ struct PlannerOptions {
   // wire, then fewer remote CPU seconds.
   double tie_tolerance = 0.01;
   bool allow_after_batch = true;  // false when the pipeline has no batch
-  // A ratio at or above this becomes 1: spill-over still gives the trainer the samples the
-  // workers cannot take, and local work mixed into a trainer that is busy receiving costs
-  // more than the model sees (every oracle sweep on the testbed has 1.0 above 0.9). 1: off.
+  // A ratio at or above this becomes full_offload_ratio: spill-over still gives the trainer
+  // the samples the workers cannot take, and local work mixed into a trainer that is busy
+  // receiving costs more than the model sees (every oracle sweep on the testbed has 1.0
+  // above 0.9). 1: off.
   double full_offload_above = 0.85;
+  // Not 1: a local share of exactly 0 means "never here" to the coordinator, which would
+  // leave a trainer idle behind a worker slower than planned (slow storage, say).
+  double full_offload_ratio = 0.99;
 };
 
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose

@@ -3,7 +3,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -12,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "sluice/rpc/outgoing_message.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 
@@ -169,9 +174,24 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetInfo(grpc::ServerContext* ctx, const proto::GetInfoRequest*,
+  grpc::Status GetInfo(grpc::ServerContext* ctx, const proto::GetInfoRequest* request,
                        proto::GetInfoResponse* response) {
     if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+    if (!request->check_path().empty()) {
+      // Whether remote_read can work here: the trainer's first source file, mapped under
+      // the data root as read_file would, must be readable.
+      StatusOr<std::string> mapped =
+          MapUnderDataRoot(service_->options().data_root, request->check_path());
+      if (!mapped.ok()) {
+        response->set_path_readable(2);
+        response->set_path_error(std::string(mapped.status().message()));
+      } else if (access(mapped->c_str(), R_OK) != 0) {
+        response->set_path_readable(2);
+        response->set_path_error(absl::StrCat("cannot read '", *mapped, "': ", std::strerror(errno)));
+      } else {
+        response->set_path_readable(1);
+      }
+    }
     WorkerInfo info = service_->Info();
     response->set_version(info.version);
     for (const std::string& op : info.ops) response->add_ops(op);

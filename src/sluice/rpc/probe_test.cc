@@ -1,6 +1,8 @@
 // The Probe RPC and rpc::ProbeWorker (the trainer's link measurement at connect).
 #include <grpcpp/grpcpp.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -41,6 +43,38 @@ TEST(ProbeTest, TheWorkerAnswersWithTheBytesAskedForUpToItsLimit) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(resp.payload().size(), std::min<uint64_t>(asked, (1 << 20) - 4096)) << asked;
   }
+}
+
+// Whether a worker can read the data itself (remote_read) is asked with one source file.
+TEST(ProbeTest, ProbeWorkerAsksWhetherTheWorkerCanReadAFile) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("sluice-probe-" + std::to_string(getpid()));
+  fs::create_directories(root / "a");
+  std::ofstream(root / "a" / "x.jpg") << "bytes";
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.worker.threads = 1;
+  options.worker.data_root = root.string();
+  auto server = GrpcWorkerServer::Start(std::move(options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ConnectOptions c;
+  c.address = (*server)->address();
+
+  StatusOr<LinkProbe> probe = ProbeWorker(c, 0.01, 0.2, "a/x.jpg");
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->can_read, std::optional<bool>(true));
+  probe = ProbeWorker(c, 0.01, 0.2, "a/missing.jpg");
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->can_read, std::optional<bool>(false));
+  EXPECT_THAT(probe->read_error, HasSubstr("cannot read"));
+  probe = ProbeWorker(c, 0.01, 0.2, "/etc/hostname");
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->can_read, std::optional<bool>(false));
+  EXPECT_THAT(probe->read_error, HasSubstr("outside the worker's data root"));
+  probe = ProbeWorker(c, 0.01, 0.2);  // not asked
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_FALSE(probe->can_read.has_value());
+  fs::remove_all(root);
 }
 
 TEST(ProbeTest, ProbeWorkerMeasuresRttBandwidthAndReadsTheInfo) {

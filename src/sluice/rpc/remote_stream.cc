@@ -365,12 +365,14 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
 }
 
 // The worker's GetInfo, with the connect timeout and the bearer token.
-StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::Worker::Stub& stub) {
+StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::Worker::Stub& stub,
+                                         const std::string& check_path = "") {
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(connect.connect_timeout_s));
   if (!connect.token.empty()) ctx.AddMetadata("authorization", "Bearer " + connect.token);
   proto::GetInfoRequest req;
   req.set_client_version(SluiceVersion());
+  req.set_check_path(check_path);
   proto::GetInfoResponse resp;
   grpc::Status s = stub.GetInfo(&ctx, req, &resp);
   if (!s.ok()) return WorkerError(connect.address, s);
@@ -379,7 +381,8 @@ StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::W
 
 }  // namespace
 
-StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s) {
+StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s,
+                                const std::string& check_path) {
   const int64_t start = NowNanos();
   SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(connect));
   std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
@@ -387,7 +390,9 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   probe.info.address = connect.address;
   uint64_t limit = 0;
   {
-    SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub));
+    SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub, check_path));
+    if (resp.path_readable() != 0) probe.can_read = resp.path_readable() == 1;
+    probe.read_error = resp.path_error();
     probe.info.version = resp.version();
     probe.info.ops.assign(resp.ops().begin(), resp.ops().end());
     probe.info.cpu_budget = resp.cpu_budget();

@@ -95,13 +95,17 @@ struct LinkProbe {
   double bytes_per_s = 0;    // worker -> trainer, from the largest timed reply
   int64_t probe_bytes = 0;   // size of that reply
   double probe_s = 0;        // time the whole probe took
+  // For ProbeWorker's `check_path`: whether the worker can read that file itself (remote
+  // reads), and why not; nullopt when not asked (or an older worker).
+  std::optional<bool> can_read;
+  std::string read_error;
 };
 
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing
 // size until one takes at least `target_s` (the bandwidth is its bytes over its time less the
 // RTT), within `max_s` in all and the worker's message limit. Errors as RemoteStream::Open's.
 StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s = 0.1,
-                                double max_s = 1.0);
+                                double max_s = 1.0, const std::string& check_path = "");
 
 class RemoteStream {
  public:

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
+#include "sluice/pipeline/source.h"
+#include "sluice/runtime/profiler.h"
 #include "sluice/runtime/train.h"
 
 namespace sluice::runtime {
@@ -73,9 +75,20 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
   FastFlowOutcome out;
   const int num_ops = static_cast<int>(spec.ops.size());
   const bool first_reads = num_ops > 0 && spec.ops[0].name == "read_file";
+  // Can the workers read the data themselves? (FastFlow assumes shared storage; where there
+  // is none, it is given the one candidate that works rather than a failed run.)
+  policy::FastFlowOptions ff = options.fastflow;
+  if (first_reads && !spec.source.files.empty() && !options.workers.empty()) {
+    StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(spec.source.files[0]);
+    if (files.ok() && !files->empty()) {
+      for (const std::optional<rpc::LinkProbe>& p :
+           ProbeWorkers(options.workers, nullptr, files->front())) {
+        if (p.has_value() && p->can_read == false) ff.workers_read = false;
+      }
+    }
+  }
   const std::vector<policy::FastFlowProfilingRun> runs = policy::FastFlowProfilingRuns(
-      num_ops, first_reads, spec.batch.size > 0, static_cast<int>(options.workers.size()),
-      options.fastflow);
+      num_ops, first_reads, spec.batch.size > 0, static_cast<int>(options.workers.size()), ff);
   out.metrics.num_ops = num_ops;
   for (const rpc::ConnectOptions& w : options.workers) {
     out.metrics.worker_addresses.push_back(w.address);

@@ -212,18 +212,20 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
   w.cpu_budget = probe.info.cpu_budget;
   w.link_bytes_per_s = probe.bytes_per_s;
   w.rtt_s = probe.rtt_s;
-  w.has_storage = true;
+  w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage
   return w;
 }
 
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
-    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors) {
+    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors,
+    const std::string& check_path) {
   std::vector<std::optional<rpc::LinkProbe>> out(workers.size());
   std::vector<std::string> why(workers.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < workers.size(); ++i) {
     threads.emplace_back([&, i] {
-      StatusOr<rpc::LinkProbe> p = rpc::ProbeWorker(workers[i]);
+      StatusOr<rpc::LinkProbe> p =
+          rpc::ProbeWorker(workers[i], /*target_s=*/0.1, /*max_s=*/1.0, check_path);
       if (p.ok()) {
         out[i] = *std::move(p);
       } else {
