@@ -14,6 +14,8 @@ import sys
 
 
 def short_plan(plan):
+    if plan is None:
+        return "—"  # the policy did not run
     if not plan or not plan.get("offload", plan.get("policy") not in (None, "none")):
         return "all local"
     cut = plan.get("cut")
@@ -59,8 +61,8 @@ def main(args):
             f"{pol['fastflow']['time_to_plan_s']:.0f} s" if "fastflow" in pol else "—")
         row = [name, fmt(n), fmt(o), fmt(cold.get("samples_per_s")) if cold else "—", fmt(s),
                fmt(f), ratio(s, o), ratio(s, f), ttp,
-               short_plan(pol.get("sluice", {}).get("plan")),
-               short_plan(pol.get("fastflow", {}).get("plan"))]
+               short_plan(pol["sluice"].get("plan", {}) if "sluice" in pol else None),
+               short_plan(pol["fastflow"].get("plan", {}) if "fastflow" in pol else None)]
         print("| " + " | ".join(row) + " |")
 
 

@@ -28,6 +28,7 @@ if [ ! -x "$SLUICE" ]; then
   exit 2
 fi
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: the testbed and the workers see the same paths
 
 # A marker written last, so an interrupted generation is redone rather than half used.
 MARKER="$DATA/.complete-$COUNT"
