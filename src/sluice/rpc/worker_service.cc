@@ -565,7 +565,10 @@ WorkerInfo WorkerService::Info() const {
   WorkerInfo info;
   info.version = options_.version;
   info.ops = options_.registry->Names();
-  info.cpu_budget = cpu_budget_;
+  // Read afresh: a container's quota can change while the worker runs (and the trainer's
+  // planner re-plans when it does).
+  const double cpus = ProbeCpuBudget().cpus();
+  info.cpu_budget = options_.threads > 0 ? std::min<double>(cpus, options_.threads) : cpus;
   info.threads = shared_->threads;
   return info;
 }

@@ -342,30 +342,33 @@ void AutoLoader::Reprobe(int64_t now_ns) {
     if (!reprobe_done_->load()) return;
     reprober_.join();
     for (size_t i = 0; i < reprobes_.size(); ++i) {
-      if (!reprobes_[i].has_value() || reachable_[i]) continue;
+      if (!reprobes_[i].has_value()) continue;
+      if (reachable_[i]) {
+        // A worker in use: only its reported CPU budget is refreshed (its quota may change
+        // while it runs); the link figures stay those of the full probe.
+        if (probes_[i].has_value()) probes_[i]->info.cpu_budget = reprobes_[i]->info.cpu_budget;
+        continue;
+      }
       probes_[i] = reprobes_[i];
       reachable_[i] = true;
       Log(absl::StrCat("worker ", options_.workers[i].address, " answers again"));
     }
   }
   if ((now_ns - last_reprobe_ns_) / 1e9 < kReprobeIntervalS) return;
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < reachable_.size(); ++i) {
-    if (!reachable_[i]) todo.push_back(i);
-  }
-  if (todo.empty()) return;
+  if (reachable_.empty()) return;
   last_reprobe_ns_ = now_ns;
   reprobes_.assign(options_.workers.size(), std::nullopt);
   reprobe_done_ = std::make_shared<std::atomic<bool>>(false);
-  std::vector<rpc::ConnectOptions> connects;
-  for (size_t i : todo) {
-    rpc::ConnectOptions c = options_.workers[i];
-    c.connect_timeout_s = std::min(c.connect_timeout_s, 0.5);
-    connects.push_back(std::move(c));
-  }
-  reprober_ = std::thread([this, todo, connects, done = reprobe_done_] {
-    std::vector<std::optional<rpc::LinkProbe>> got = ProbeWorkers(connects, nullptr);
-    for (size_t k = 0; k < todo.size(); ++k) reprobes_[todo[k]] = std::move(got[k]);
+  std::vector<rpc::ConnectOptions> connects = options_.workers;
+  for (rpc::ConnectOptions& c : connects) c.connect_timeout_s = std::min(c.connect_timeout_s, 0.5);
+  const std::vector<bool> in_use = reachable_;
+  reprober_ = std::thread([this, connects, in_use, done = reprobe_done_] {
+    for (size_t i = 0; i < connects.size(); ++i) {
+      // In use: GetInfo and a few small calls. Not reachable: the full probe.
+      StatusOr<rpc::LinkProbe> p = in_use[i] ? rpc::ProbeWorker(connects[i], 0, 0)
+                                             : rpc::ProbeWorker(connects[i]);
+      if (p.ok()) reprobes_[i] = *std::move(p);
+    }
     done->store(true);
   });
 }
