@@ -119,21 +119,6 @@ const std::vector<PolicyDef>& Policies() {
   return kPolicies;
 }
 
-// "none,full,fixed:cut=2,ratio=0.5,oracle" -> {"none", "full", "fixed:cut=2,ratio=0.5",
-// "oracle"}: a word with '=' continues the fixed:... before it.
-std::vector<std::string> SplitPolicies(const std::string& list) {
-  std::vector<std::string> out;
-  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    std::string p(part);
-    if (!out.empty() && p.find('=') != std::string::npos && out.back().rfind("fixed:", 0) == 0) {
-      absl::StrAppend(&out.back(), ",", p);
-    } else {
-      out.push_back(p);
-    }
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------
 // Signals: SIGINT/SIGTERM/SIGHUP are blocked in every thread and taken by one waiting
 // thread, which only records them; the main thread polls and tears down.
@@ -739,6 +724,24 @@ const char kUsageTail[] =
 
 }  // namespace
 
+// "none,full,fixed:cut=2,ratio=0.5,oracle" -> {"none", "full", "fixed:cut=2,ratio=0.5",
+// "oracle"}: a word with '=' continues the fixed:... before it, unless it starts a new
+// fixed:... itself.
+std::vector<std::string> SplitBenchPolicies(const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    std::string p(part);
+    if (!out.empty() && p.find('=') != std::string::npos && p.rfind("fixed:", 0) != 0 &&
+        out.back().rfind("fixed:", 0) == 0) {
+      absl::StrAppend(&out.back(), ",", p);
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+
 int BenchCommand(const std::vector<std::string>& args) {
   BenchOptions options;
   std::string policies = "none,full,oracle";
@@ -772,7 +775,7 @@ int BenchCommand(const std::vector<std::string>& args) {
     return UsageError(kCommand, "expected one SCENARIO.yaml", flags.Usage() + kUsageTail);
   }
   options.scenario_path = flags.positional()[0];
-  options.policies = SplitPolicies(policies);
+  options.policies = SplitBenchPolicies(policies);
   options.verify = !no_verify;
   options.hold_s = hold_s;
   options.run_timeout_s = run_timeout_s;

@@ -52,6 +52,11 @@ std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& 
                                                              const FlagParser& flags,
                                                              const std::string& files);
 
+// `sluice bench --policies`: "none,fixed:cut=2,ratio=0.5,oracle" -> {"none",
+// "fixed:cut=2,ratio=0.5", "oracle"}; a word with '=' continues the fixed:... before it
+// unless it starts a fixed:... of its own.
+std::vector<std::string> SplitBenchPolicies(const std::string& list);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_COMMANDS_H_
