@@ -192,6 +192,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         response->set_path_readable(1);
       }
     }
+    response->set_read_limit_bytes_per_s(service_->options().read_limit_bytes_per_s);
     WorkerInfo info = service_->Info();
     response->set_version(info.version);
     for (const std::string& op : info.ops) response->add_ops(op);

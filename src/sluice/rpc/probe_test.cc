@@ -55,6 +55,7 @@ TEST(ProbeTest, ProbeWorkerAsksWhetherTheWorkerCanReadAFile) {
   options.listen = "127.0.0.1:0";
   options.worker.threads = 1;
   options.worker.data_root = root.string();
+  options.worker.read_limit_bytes_per_s = 2e6;
   auto server = GrpcWorkerServer::Start(std::move(options));
   ASSERT_TRUE(server.ok()) << server.status();
   ConnectOptions c;
@@ -63,6 +64,7 @@ TEST(ProbeTest, ProbeWorkerAsksWhetherTheWorkerCanReadAFile) {
   StatusOr<LinkProbe> probe = ProbeWorker(c, 0.01, 0.2, "a/x.jpg");
   ASSERT_TRUE(probe.ok()) << probe.status();
   EXPECT_EQ(probe->can_read, std::optional<bool>(true));
+  EXPECT_DOUBLE_EQ(probe->read_limit_bytes_per_s, 2e6);  // what remote reads will get
   probe = ProbeWorker(c, 0.01, 0.2, "a/missing.jpg");
   ASSERT_TRUE(probe.ok()) << probe.status();
   EXPECT_EQ(probe->can_read, std::optional<bool>(false));

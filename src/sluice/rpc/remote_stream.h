@@ -99,6 +99,7 @@ struct LinkProbe {
   // reads), and why not; nullopt when not asked (or an older worker).
   std::optional<bool> can_read;
   std::string read_error;
+  double read_limit_bytes_per_s = 0;  // the worker's --read-limit (0: none)
 };
 
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing

@@ -213,6 +213,7 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
   w.link_bytes_per_s = probe.bytes_per_s;
   w.rtt_s = probe.rtt_s;
   w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage
+  w.storage_bytes_per_s = probe.read_limit_bytes_per_s;  // its --read-limit, if any
   return w;
 }
 

@@ -194,6 +194,15 @@ TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
   EXPECT_DOUBLE_EQ(w.cpu_budget, 3.5);
   EXPECT_DOUBLE_EQ(w.link_bytes_per_s, 1.25e8);
   EXPECT_DOUBLE_EQ(w.rtt_s, 0.0004);
+  EXPECT_TRUE(w.has_storage);  // not asked: shared storage assumed
+  EXPECT_DOUBLE_EQ(w.storage_bytes_per_s, 0);
+  // A worker that cannot read the data, and one whose reads are limited.
+  p.can_read = false;
+  EXPECT_FALSE(WorkerFromProbe(p).has_storage);
+  p.can_read = true;
+  p.read_limit_bytes_per_s = 2e6;
+  EXPECT_TRUE(WorkerFromProbe(p).has_storage);
+  EXPECT_DOUBLE_EQ(WorkerFromProbe(p).storage_bytes_per_s, 2e6);
 }
 
 // 1000 samples out, 900 from a worker, 100 MB received; ops took 0.4 s and batching
