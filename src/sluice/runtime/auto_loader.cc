@@ -11,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
-#include "sluice/pipeline/source.h"
 #include "sluice/policy/sluice_planner.h"
 
 namespace sluice::runtime {
@@ -97,13 +96,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   a->last_worker_samples_.assign(n, 0);
   a->last_worker_failures_.assign(n, 0);
   if (n > 0) {
-    // One source file, for asking the workers whether they can read the data themselves.
-    std::string check_path;
-    if (!a->spec_.ops.empty() && a->spec_.ops[0].name == "read_file" &&
-        !a->spec_.source.files.empty()) {
-      StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(a->spec_.source.files[0]);
-      if (files.ok() && !files->empty()) check_path = files->front();
-    }
+    const std::string check_path = StorageCheckPath(a->spec_);
     AutoLoader* self = a.get();
     a->prober_ = std::thread([self, check_path] {
       self->probes_ = ProbeWorkers(self->options_.workers, &self->probe_errors_, check_path);

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
-#include "sluice/pipeline/source.h"
 #include "sluice/runtime/profiler.h"
 #include "sluice/runtime/train.h"
 
@@ -78,13 +77,9 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
   // Can the workers read the data themselves? (FastFlow assumes shared storage; where there
   // is none, it is given the one candidate that works rather than a failed run.)
   policy::FastFlowOptions ff = options.fastflow;
-  if (first_reads && !spec.source.files.empty() && !options.workers.empty()) {
-    StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(spec.source.files[0]);
-    if (files.ok() && !files->empty()) {
-      for (const std::optional<rpc::LinkProbe>& p :
-           ProbeWorkers(options.workers, nullptr, files->front())) {
-        if (p.has_value() && p->can_read == false) ff.workers_read = false;
-      }
+  if (const std::string check = StorageCheckPath(spec); !check.empty() && !options.workers.empty()) {
+    for (const std::optional<rpc::LinkProbe>& p : ProbeWorkers(options.workers, nullptr, check)) {
+      if (p.has_value() && p->can_read == false) ff.workers_read = false;
     }
   }
   const std::vector<policy::FastFlowProfilingRun> runs = policy::FastFlowProfilingRuns(

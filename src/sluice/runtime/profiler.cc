@@ -5,6 +5,7 @@
 
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
+#include "sluice/pipeline/source.h"
 #include "sluice/rpc/compress.h"
 
 namespace sluice::runtime {
@@ -215,6 +216,14 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
   w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage
   w.storage_bytes_per_s = probe.read_limit_bytes_per_s;  // its --read-limit, if any
   return w;
+}
+
+std::string StorageCheckPath(const pipeline::PipelineSpec& spec) {
+  if (spec.ops.empty() || spec.ops[0].name != "read_file" || spec.source.files.empty()) {
+    return "";
+  }
+  StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(spec.source.files[0]);
+  return files.ok() && !files->empty() ? files->front() : "";
 }
 
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(

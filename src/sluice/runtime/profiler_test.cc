@@ -1,5 +1,9 @@
 #include "sluice/runtime/profiler.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -230,6 +234,23 @@ TEST(FitReceiveCostTest, PutsTheRestOnTheParameterTheCutTellsApart) {
   w.bytes = 100e6;
   w.op_cpu_s = 5;
   EXPECT_DOUBLE_EQ(*FitReceiveCost(w, false, 64, 0, 0, 0)->per_element, 1e-6);
+}
+
+TEST(StorageCheckPathTest, FirstMatchWhenTheWorkerWouldReadTheFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sluice-check-" + std::to_string(getpid()));
+  fs::create_directories(dir / "a");
+  std::ofstream(dir / "a" / "1.jpg") << "x";
+  pipeline::PipelineSpec spec;
+  spec.source.files = {(dir / "**" / "*.jpg").string()};
+  spec.ops = {{"read_file", {}}};
+  EXPECT_EQ(StorageCheckPath(spec), (dir / "a" / "1.jpg").string());
+  spec.ops = {{"decode_jpeg", {}}};  // nothing reads files: nothing to ask
+  EXPECT_EQ(StorageCheckPath(spec), "");
+  spec.ops = {{"read_file", {}}};
+  spec.source.files = {(dir / "*.png").string()};  // no match
+  EXPECT_EQ(StorageCheckPath(spec), "");
+  fs::remove_all(dir);
 }
 
 TEST(TrainerCpuBudgetTest, NoMoreThanTheThreads) {
