@@ -139,8 +139,9 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
   EXPECT_EQ(PlanSluice(fast, Exact()).codec, Codec::kNone);
 }
 
-// The standard profile's model ratio is 1428 / (1428 + 119) = 0.92: by default it is
-// rounded up to 0.99, the worker shares scaled with it.
+// The standard profile's model ratio is 1428 / (1428 + 119) = 0.92, with the trainer's CPU
+// the limit (1428 offloaded samples at 0.55 ms take 79% of it): by default it is rounded up
+// to exactly 1, since each local sample would cost the trainer 1.8 ms against 0.55 ms.
 TEST(SluicePlannerTest, RatioNearOneIsRoundedUpToFullOffload) {
   const Plan exact = PlanSluice(StandardProfile(), Exact());
   ASSERT_TRUE(exact.offload);
@@ -148,14 +149,43 @@ TEST(SluicePlannerTest, RatioNearOneIsRoundedUpToFullOffload) {
   const Plan plan = PlanSluice(StandardProfile());
   ASSERT_TRUE(plan.offload);
   EXPECT_EQ(plan.cut, exact.cut);
-  EXPECT_DOUBLE_EQ(plan.ratio, 0.99);  // not 1: a zero local share would stop spill-over
-  EXPECT_NEAR(Sum(plan.worker_shares), 0.99, 1e-12);
-  EXPECT_THAT(plan.explanation, HasSubstr("rounded up from 0.92 to 0.99"));
-  // The prediction stays the model's: spill-over gives the trainer what the worker cannot.
-  EXPECT_NEAR(plan.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
+  EXPECT_DOUBLE_EQ(plan.ratio, 1.0);
+  EXPECT_NEAR(Sum(plan.worker_shares), 1.0, 1e-12);
+  EXPECT_THAT(plan.explanation, HasSubstr("rounded up from 0.92 to 1"));
+  EXPECT_THAT(plan.explanation, HasSubstr("the trainer's CPU is the limit"));
+  // No spill-over at a zero local share: the prediction is the worker's capacity alone.
+  EXPECT_NEAR(plan.predicted_samples_per_s, 1428.57, 0.1);
+  EXPECT_LT(plan.predicted_samples_per_s, exact.predicted_samples_per_s);
   PlannerOptions off;
   off.full_offload_above = 1;
   EXPECT_LT(PlanSluice(StandardProfile(), off).ratio, 0.93);
+  // The switch keeps the old rounding, with spill-over.
+  PlannerOptions spill;
+  spill.full_offload_exact_when_trainer_bound = false;
+  const Plan spilled = PlanSluice(StandardProfile(), spill);
+  EXPECT_DOUBLE_EQ(spilled.ratio, 0.99);
+  EXPECT_NEAR(Sum(spilled.worker_shares), 0.99, 1e-12);
+  EXPECT_THAT(spilled.explanation, HasSubstr("rounded up from 0.92 to 0.99"));
+  EXPECT_NEAR(spilled.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
+}
+
+// Demand binds, not the trainer's CPU: a 3-CPU worker (2142 samples/s at cut 4) and demand
+// 1500 samples/s. Without headroom, the smallest offload that meets demand leaves the
+// trainer 140 local samples/s ((1500 - x) x 0.55 ms + x x 1.8 ms = 1 s), a ratio of 0.91. Rounded to 0.99, not 1: at 1 the worker alone
+// would be the plan, and spill-over lets the trainer cover a worker slower than planned.
+TEST(SluicePlannerTest, DemandBoundPlanKeepsSpillOverWhenRoundedUp) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("w1:7070", 3.0, 1.25e9)};
+  p.consumer.step_s = 64 / 1500.0;
+  const Plan exact = PlanSluice(p, Exact());
+  ASSERT_TRUE(exact.offload);
+  EXPECT_NEAR(exact.ratio, 1 - 140.0 / 1500, 1e-3);
+  const Plan plan = PlanSluice(p);
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_DOUBLE_EQ(plan.ratio, 0.99);
+  EXPECT_THAT(plan.explanation, HasSubstr("to 0.99"));
+  EXPECT_THAT(plan.explanation, HasSubstr("spill-over"));
 }
 
 TEST(SluicePlannerTest, UnequalWorkersGetSharesProportionalToCapacity) {
