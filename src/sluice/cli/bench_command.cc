@@ -39,6 +39,7 @@
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/pipeline/spec.h"
+#include "sluice/runtime/train.h"
 #include "sluice/testbed/exec.h"
 #include "sluice/testbed/scenario.h"
 #include "sluice/testbed/testbed.h"
@@ -378,6 +379,9 @@ Status BenchRunner::RestoreWorld() {
   return absl::OkStatus();
 }
 
+// The recovery bound: an event's "after" rate is measured from this long after it.
+constexpr double kEventSettleS = 15;
+
 StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag) {
   SLUICE_RETURN_IF_ERROR(RestoreWorld());
   const int run = run_counter_++;
@@ -425,12 +429,16 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   spawn.stderr_path = log + ".err";
   SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(testbed_->trainer(), argv, spawn));
   std::vector<bool> applied(scenario_.events.size(), false);
+  std::vector<double> applied_unix_s(scenario_.events.size(), 0);
   Status event_error;
   auto tick = [&](double elapsed) {
     for (size_t e = 0; e < scenario_.events.size(); ++e) {
       const testbed::ScenarioEvent& ev = scenario_.events[e];
       if (applied[e] || elapsed < ev.at_s) continue;
       applied[e] = true;
+      applied_unix_s[e] = std::chrono::duration<double>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
       if (ev.kill) {
         if (worker_pids_[ev.worker] > 0) kill(worker_pids_[ev.worker], SIGKILL);
       } else {
@@ -480,6 +488,26 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
     out["link_bytes"].push_back({{"worker", testbed_->worker(i).name},
                                  {"to_trainer", after.first - before[i].first},
                                  {"to_worker", after.second - before[i].second}});
+  }
+  // Each event as the training loop saw it: the rates before it, per second after it, and
+  // from kEventSettleS after it to the end (docs/BENCHMARKS.md, "Recovery after an event").
+  if (!scenario_.events.empty() && result.contains("progress")) {
+    const json& progress = result["progress"];
+    const auto ends = progress.value("step_end_s", std::vector<double>{});
+    const auto samples = progress.value("samples", std::vector<int64_t>{});
+    const double start_unix_s = progress.value("start_unix_s", 0.0);
+    out["events"] = json::array();
+    for (size_t e = 0; e < scenario_.events.size(); ++e) {
+      if (!applied[e]) continue;
+      const EventWindows w =
+          MeasureEventWindows(ends, samples, applied_unix_s[e] - start_unix_s, kEventSettleS);
+      out["events"].push_back({{"at_s", scenario_.events[e].at_s},
+                               {"t_s", w.t_s},
+                               {"settle_s", kEventSettleS},
+                               {"before_samples_per_s", w.before_samples_per_s},
+                               {"settled_samples_per_s", w.settled_samples_per_s},
+                               {"per_s", w.per_s}});
+    }
   }
   out["train"] = result;
   return out;
@@ -699,6 +727,16 @@ StatusOr<json> BenchRunner::Run() {
     std::fprintf(stderr, "sluice bench: %s: %.1f samples/s, stall %.1f%%\n", name.c_str(),
                  (*result)["samples_per_s"].get<double>(),
                  100 * (*result)["stall_fraction"].get<double>());
+    if (result->contains("events")) {
+      for (const json& e : (*result)["events"]) {
+        std::fprintf(stderr,
+                     "sluice bench: %s: event at %.1f s: %.1f samples/s before, %.1f from "
+                     "%.0f s after it to the end\n",
+                     name.c_str(), e["t_s"].get<double>(),
+                     e["before_samples_per_s"].get<double>(),
+                     e["settled_samples_per_s"].get<double>(), e["settle_s"].get<double>());
+      }
+    }
     report["policies"][name] = *result;
   }
   return report;
@@ -839,6 +877,24 @@ int BenchCommand(const std::vector<std::string>& args) {
     }
   }
   return kExitOk;
+}
+
+EventWindows MeasureEventWindows(const std::vector<double>& step_end_s,
+                                 const std::vector<int64_t>& step_samples, double event_t_s,
+                                 double settle_s, double before_s) {
+  EventWindows w;
+  w.t_s = event_t_s;
+  const double end = step_end_s.empty() ? 0 : step_end_s.back();
+  w.before_samples_per_s = runtime::WindowSamplesPerS(step_end_s, step_samples,
+                                                      event_t_s - before_s, event_t_s);
+  if (end > event_t_s + settle_s) {
+    w.settled_samples_per_s =
+        runtime::WindowSamplesPerS(step_end_s, step_samples, event_t_s + settle_s, end);
+  }
+  for (double from = event_t_s - before_s; from + 1 <= end; from += 1) {
+    w.per_s.push_back(runtime::WindowSamplesPerS(step_end_s, step_samples, from, from + 1));
+  }
+  return w;
 }
 
 }  // namespace sluice::cli

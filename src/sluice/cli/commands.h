@@ -57,6 +57,20 @@ std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& 
 // unless it starts a fixed:... of its own.
 std::vector<std::string> SplitBenchPolicies(const std::string& list);
 
+// A scenario event seen from the training loop (times in seconds since the loop started,
+// runtime::TrainResult::step_end_s): the rate in the `before_s` before it, the rate from
+// `settle_s` after it to the end of the run (what "recovered" is judged on), and the rate in
+// each second from `before_s` before it to the end (a recovery curve).
+struct EventWindows {
+  double t_s = 0;
+  double before_samples_per_s = 0;
+  double settled_samples_per_s = 0;  // 0 when the run ended before t_s + settle_s
+  std::vector<double> per_s;         // per_s[i]: second [t_s - before_s + i, ... + 1)
+};
+EventWindows MeasureEventWindows(const std::vector<double>& step_end_s,
+                                 const std::vector<int64_t>& step_samples, double event_t_s,
+                                 double settle_s, double before_s = 3);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_COMMANDS_H_

@@ -470,6 +470,9 @@ int TrainCommand(const std::vector<std::string>& args) {
       j["profile"] = nullptr;
     }
     j["time_to_plan_s"] = time_to_plan_s;
+    j["progress"] = {{"start_unix_s", result.start_unix_s},
+                     {"step_end_s", result.step_end_s},
+                     {"samples", result.step_samples}};
     j["wall_s"] = result.wall_s;
     j["stall_s"] = result.stall_s;
     j["compute_s"] = result.compute_s;

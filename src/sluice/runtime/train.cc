@@ -131,6 +131,28 @@ class LoaderSource final : public BatchSource {
 
 }  // namespace
 
+double WindowSamplesPerS(const std::vector<double>& step_end_s,
+                         const std::vector<int64_t>& step_samples, double from_s, double to_s) {
+  const size_t n = std::min(step_end_s.size(), step_samples.size());
+  // The window runs between step ends: from the last at or before from_s (the loop's start
+  // if none) to the last at or before to_s.
+  double t0 = 0;
+  int64_t s0 = 0;
+  double t1 = 0;
+  int64_t s1 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (step_end_s[i] <= from_s) {
+      t0 = step_end_s[i];
+      s0 = step_samples[i];
+    }
+    if (step_end_s[i] <= to_s) {
+      t1 = step_end_s[i];
+      s1 = step_samples[i];
+    }
+  }
+  return t1 > t0 ? static_cast<double>(s1 - s0) / (t1 - t0) : 0;
+}
+
 StatusOr<TrainResult> RunTraining(Loader& loader, const TrainOptions& options) {
   LoaderSource source(loader);
   return RunTraining(source, options);
@@ -144,6 +166,8 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
                             ? options.warmup_steps
                             : (options.steps >= 10 ? std::min<int64_t>(options.steps / 10, 10) : 0);
   const int64_t start = NowNanos();
+  result.start_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   int64_t steady_start = start;
   int64_t steady_stall_from = 0;
   int64_t steady_samples_from = 0;
@@ -182,6 +206,8 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
     if (step_time.count() > 0) std::this_thread::sleep_for(step_time);
     compute_ns += NowNanos() - got;
     ++result.steps;
+    result.step_end_s.push_back((NowNanos() - start) / 1e9);
+    result.step_samples.push_back(result.samples);
     if (!settled) {
       settled = options.settled() || result.steps >= options.max_planning_steps;
       if (!settled) {

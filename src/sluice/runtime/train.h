@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sluice/core/status.h"
 #include "sluice/rpc/remote_stream.h"
@@ -90,6 +91,12 @@ struct TrainResult {
   int64_t steady_samples = 0;
   double steady_wall_s = 0;
   double steady_stall_s = 0;
+  // When the loop started (seconds since the Unix epoch: a bench aligns its events with it),
+  // and after each step the time since then and the samples so far: the rate over any window
+  // (the recovery after a worker slowed, say).
+  double start_unix_s = 0;
+  std::vector<double> step_end_s;
+  std::vector<int64_t> step_samples;
 
   double samples_per_s() const { return wall_s > 0 ? samples / wall_s : 0; }
   double stall_fraction() const { return wall_s > 0 ? stall_s / wall_s : 0; }
@@ -100,6 +107,13 @@ struct TrainResult {
     return steady_wall_s > 0 ? steady_stall_s / steady_wall_s : 0;
   }
 };
+
+// Samples per second between two step ends (TrainResult::step_end_s, seconds since the
+// loop started): from the last step end at or before from_s (the loop's start if none) to
+// the last at or before to_s. 0 when that leaves no time. step_samples: samples so far at
+// each step end, as TrainResult keeps them.
+double WindowSamplesPerS(const std::vector<double>& step_end_s,
+                         const std::vector<int64_t>& step_samples, double from_s, double to_s);
 
 // Runs the loop: take a batch (timed as stall), then "compute" for accelerator_ms.
 StatusOr<TrainResult> RunTraining(BatchSource& source, const TrainOptions& options);

@@ -236,6 +236,34 @@ TEST_F(RunTrainingTest, SteadyStateFiguresLeaveOutTheWarmUpSteps) {
   EXPECT_EQ(result->steady_samples, 10);
 }
 
+TEST_F(RunTrainingTest, RecordsEveryStepEndForWindowRates) {
+  std::unique_ptr<Loader> loader = MakeLoader();
+  ASSERT_NE(loader, nullptr);
+  TrainOptions options;
+  options.steps = 3;
+  options.accelerator_ms = 5;
+  auto result = RunTraining(*loader, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->step_end_s.size(), 3u);
+  EXPECT_EQ(result->step_samples, (std::vector<int64_t>{3, 6, 9}));
+  EXPECT_GE(result->step_end_s[0], 0.005);
+  EXPECT_GE(result->step_end_s[2] - result->step_end_s[1], 0.005);  // each step sleeps 5 ms
+  EXPECT_LE(result->step_end_s[2], result->wall_s);
+  EXPECT_GT(result->start_unix_s, 1.7e9);  // after 2023: a wall clock, not a steady one
+}
+
+TEST(WindowSamplesPerSTest, DividesTheSamplesBetweenStepEndsByTheirTime) {
+  // 10 samples a step; steps end at 1, 2, 3, then slower at 5 and 7 s.
+  const std::vector<double> ends = {1, 2, 3, 5, 7};
+  const std::vector<int64_t> samples = {10, 20, 30, 40, 50};
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS(ends, samples, 0, 3), 10);   // from the start
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS(ends, samples, 3, 7), 5);    // after the slow-down
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS(ends, samples, 2.5, 7), 6);  // 30 in 5 s from 2 s
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS(ends, samples, 0, 100), 50.0 / 7);
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS(ends, samples, 5, 6), 0);    // no step ended in it
+  EXPECT_DOUBLE_EQ(WindowSamplesPerS({}, {}, 0, 10), 0);
+}
+
 // A loader that plans while running: the steps before it settles are extra, and the steady
 // figures start after them plus the warm-up.
 TEST_F(RunTrainingTest, PlanningStepsComeOnTopOfStepsAndBeforeTheSteadyFigures) {
