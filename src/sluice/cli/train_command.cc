@@ -57,6 +57,7 @@ nlohmann::json PlanJson(const runtime::TrainPolicy& policy, const runtime::Loade
   }
   plan["read_mode"] = runtime::ReadModeName(policy.read_mode);
   plan["ratio"] = policy.ratio;
+  plan["spill"] = policy.local_spill_over ? "all" : "workers";
   plan["compression"] = runtime::CompressionName(policy.compression);
   nlohmann::json workers = nlohmann::json::array();
   for (const runtime::WorkerReport& w : report.workers) {
@@ -87,6 +88,7 @@ nlohmann::json PlannedJson(const std::string& policy, const policy::Plan& plan) 
     }
     j["read_mode"] = policy::ReadModeName(plan.read_mode);
     j["ratio"] = plan.ratio;
+    j["spill"] = plan.local_spill_over ? "all" : "workers";
     j["compression"] = policy::CodecName(plan.codec);
     nlohmann::json workers = nlohmann::json::array();
     for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
@@ -253,6 +255,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     options.workers = connects;
     options.cut = policy.cut;
     options.ratio = policy.ratio;
+    options.local_spill_over = policy.local_spill_over;
     options.read_mode = policy.read_mode;
     options.compression = policy.compression;
   }

@@ -87,9 +87,10 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
   model.allow_after_batch = options_.planner.allow_after_batch;
   const Candidate candidate{plan_.cut, plan_.read_mode, plan_.codec};
   // A ratio rounded up to full offload leaves the trainer whatever the workers cannot take
-  // (spill-over): the model's re-balanced optimum for the candidate, not a fixed split. At
-  // exactly 1 there is no spill-over to the trainer.
-  if (plan_.ratio >= options_.planner.full_offload_above && plan_.ratio < 1) {
+  // (spill-over): the model's re-balanced optimum for the candidate, not a fixed split. A
+  // trainer that keeps to its share, or a ratio of exactly 1, gets no spill-over.
+  if (plan_.local_spill_over && plan_.ratio >= options_.planner.full_offload_above &&
+      plan_.ratio < 1) {
     return Evaluate(profile, candidate, model);
   }
   return EvaluateFixed(profile, candidate, plan_.ratio, plan_.worker_shares, model);

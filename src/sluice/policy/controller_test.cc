@@ -301,9 +301,8 @@ TEST(ControllerTest, RecalibratedReceiveCostMovesTheCut) {
   EXPECT_THAT(e.reason, HasSubstr("500 us per element (was 0)"));
   EXPECT_DOUBLE_EQ(c.effective_profile().costs.recv_cpu_s_per_sample, 0.5e-3);
   // After batching the element is 64 samples (0.5 ms / 64 per sample): the worker's 1111/s
-  // (full offload, the trainer's CPU the limit), where cut 4 would now give at most 952.
-  EXPECT_DOUBLE_EQ(c.plan().ratio, 1.0);
-  EXPECT_NEAR(c.plan().predicted_samples_per_s, 1111.1, 0.1);
+  // and the trainer's spare CPU, where cut 4 would now give at most 952.
+  EXPECT_GT(c.plan().predicted_samples_per_s, 1200);
 
   e = c.RecalibrateReceive(6, std::nullopt, 3e-9);
   EXPECT_THAT(e.reason, HasSubstr("3 ns per byte (was 1)"));

@@ -15,7 +15,7 @@ std::string Plan::PolicyString() const {
   if (!offload || ratio <= 0) return "none";
   return absl::StrCat("fixed:cut=", CutName(cut), ",ratio=", absl::StrFormat("%.4g", ratio),
                       ",read=", read_mode == ReadMode::kLocalRead ? "local" : "remote",
-                      ",compress=", CodecName(codec));
+                      ",compress=", CodecName(codec), local_spill_over ? "" : ",spill=workers");
 }
 
 namespace {
@@ -70,6 +70,7 @@ json ToJson(const Plan& plan) {
               {"policy", plan.PolicyString()},
               {"cut", CutJson(plan.cut)},
               {"ratio", plan.ratio},
+              {"spill", plan.local_spill_over ? "all" : "workers"},
               {"read_mode", ReadModeName(plan.read_mode)},
               {"compression", CodecName(plan.codec)},
               {"workers", workers},

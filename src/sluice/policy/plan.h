@@ -26,6 +26,9 @@ struct Plan {
   // Per worker, its fraction of all samples (sums to ratio); LoaderOptions::worker_shares
   // takes them as they are (relative shares).
   std::vector<double> worker_shares;
+  // false: the trainer keeps to its share (1 - ratio) and only the workers spill over, for a
+  // trainer whose CPU is the limit (LoaderOptions::local_spill_over).
+  bool local_spill_over = true;
   double predicted_samples_per_s = 0;
   double predicted_local_samples_per_s = 0;  // the all-local rate, for comparison
   // Several lines: what was measured, the bottleneck of each side, why this cut, why this
@@ -35,7 +38,8 @@ struct Plan {
   std::vector<Evaluation> candidates;
 
   // The `sluice train --policy` spelling: "none" or
-  // "fixed:cut=3,ratio=0.62,read=remote,compress=none".
+  // "fixed:cut=3,ratio=0.62,read=remote,compress=none", with ",spill=workers" when the
+  // trainer keeps to its share.
   std::string PolicyString() const;
 };
 

@@ -204,30 +204,23 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
   std::string rounded;
-  const bool trainer_bound = e->trainer_bound == Bound::kTrainerCpu;
-  const double full_to = trainer_bound && options.full_offload_exact_when_trainer_bound
-                             ? 1.0
-                             : options.full_offload_ratio;
-  if (plan.ratio >= options.full_offload_above && plan.ratio < full_to) {
-    for (double& share : plan.worker_shares) share *= full_to / plan.ratio;
-    rounded =
-        full_to >= 1
-            ? absl::StrFormat(
-                  "ratio rounded up from %.2f to 1 (at least %.2f): the trainer's CPU is the "
-                  "limit, and a local sample costs it more than the receive it displaces",
-                  plan.ratio, options.full_offload_above)
-            : absl::StrFormat(
-                  "ratio rounded up from %.2f to %.2g (at least %.2f): the trainer still takes "
-                  "what the workers cannot (spill-over), so the prediction stands",
-                  plan.ratio, full_to, options.full_offload_above);
-    plan.ratio = full_to;
-    if (full_to >= 1) {
-      // No spill-over at a local share of 0: the prediction is the fixed split's.
-      ModelOptions fixed = model;
-      plan.predicted_samples_per_s =
-          EvaluateFixed(profile, e->candidate, 1.0, plan.worker_shares, fixed)
-              .predicted_samples_per_s;
-    }
+  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound) {
+    // Spill-over would hand the trainer local samples whenever its executor is idle, and each
+    // costs it more CPU than the receive it displaces: it keeps to the model's share.
+    plan.local_spill_over = false;
+    rounded = absl::StrFormat(
+        "the trainer keeps to its %.0f%% (spill=workers): its CPU is the limit, and a local "
+        "sample costs it %s against %s for an offloaded one",
+        (1 - plan.ratio) * 100, FormatSeconds(e->trainer_cpu_s_per_local_sample),
+        FormatSeconds(e->trainer_cpu_s_per_offloaded_sample));
+  } else if (plan.ratio >= options.full_offload_above && plan.ratio < options.full_offload_ratio) {
+    const double to = options.full_offload_ratio;
+    for (double& share : plan.worker_shares) share *= to / plan.ratio;
+    rounded = absl::StrFormat(
+        "ratio rounded up from %.2f to %.2g (at least %.2f): the trainer still takes what the "
+        "workers cannot (spill-over), so the prediction stands",
+        plan.ratio, to, options.full_offload_above);
+    plan.ratio = to;  // the prediction stays the model's: spill-over fills the trainer
   }
   lines.push_back(
       absl::StrCat("decision: offload ", CandidateName(profile, e->candidate), ", ratio ",

@@ -30,16 +30,15 @@ struct PlannerOptions {
   // receiving costs more than the model sees (every oracle sweep on the testbed has 1.0
   // above 0.9). 1: off.
   double full_offload_above = 0.85;
-  // Not 1 when the trainer has CPU to spare: a local share of exactly 0 means "never here" to
-  // the coordinator, which would leave such a trainer idle behind a worker slower than
-  // planned (slow storage, say).
+  // Not 1: a local share of exactly 0 means "never here" to the coordinator, which would
+  // leave a trainer idle behind a worker slower than planned (slow storage, say).
   double full_offload_ratio = 0.99;
-  // When the trainer's CPU is what binds (Evaluation::trainer_bound), the rounding goes to
-  // exactly 1 instead: spill-over would hand the trainer local samples whenever its executor
-  // is idle (every oracle sweep on the testbed measured 30-40% of the samples local at 0.99),
-  // and each costs it about three times the receive it displaces. A worker slower than
-  // planned is then the closed loop's business (a measured gap re-plans).
-  bool full_offload_exact_when_trainer_bound = true;
+  // When the trainer's CPU is what binds (Evaluation::trainer_bound) the plan keeps the
+  // model's ratio and the trainer keeps to its share (Plan::local_spill_over false) instead
+  // of the rounding above: spill-over handed such a trainer local samples whenever its
+  // executor was idle (30-40% of the samples at ratio 0.99 on the testbed), each costing it
+  // about three receives.
+  bool strict_local_share_when_trainer_bound = true;
 };
 
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose

@@ -89,7 +89,7 @@ TEST(SluicePlannerTest, CpuBoundTrainerFastLinkEarlyCut) {
   EXPECT_NEAR(plan.worker_shares[0], 12.0 / 13.0, 1e-9);
   EXPECT_NEAR(plan.predicted_samples_per_s, 32500.0 / 21.0, 1e-6);
   EXPECT_NEAR(plan.predicted_local_samples_per_s, 1 / 1.8e-3, 1e-6);
-  EXPECT_EQ(plan.PolicyString(), "fixed:cut=4,ratio=0.9231,read=remote,compress=none");
+  EXPECT_EQ(plan.PolicyString(), "fixed:cut=4,ratio=0.9231,read=remote,compress=none,spill=workers");
   EXPECT_THAT(plan.explanation, HasSubstr("cut 4 (after random_flip)"));
   EXPECT_THAT(plan.explanation, HasSubstr("why this cut: the next best, cut 3"));
   EXPECT_THAT(plan.explanation, HasSubstr("why this ratio: the workers take all they can"));
@@ -140,39 +140,41 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
 }
 
 // The standard profile's model ratio is 1428 / (1428 + 119) = 0.92, with the trainer's CPU
-// the limit (1428 offloaded samples at 0.55 ms take 79% of it): by default it is rounded up
-// to exactly 1, since each local sample would cost the trainer 1.8 ms against 0.55 ms.
-TEST(SluicePlannerTest, RatioNearOneIsRoundedUpToFullOffload) {
+// the limit (1428 offloaded samples at 0.55 ms take 79% of it): the plan keeps that ratio
+// and the trainer keeps to its share (spill=workers), since each local sample costs it
+// 1.8 ms against 0.55 ms for an offloaded one.
+TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   const Plan exact = PlanSluice(StandardProfile(), Exact());
   ASSERT_TRUE(exact.offload);
   EXPECT_NEAR(exact.ratio, 1428.57 / (1428.57 + 119.05), 1e-3);
   const Plan plan = PlanSluice(StandardProfile());
   ASSERT_TRUE(plan.offload);
   EXPECT_EQ(plan.cut, exact.cut);
-  EXPECT_DOUBLE_EQ(plan.ratio, 1.0);
-  EXPECT_NEAR(Sum(plan.worker_shares), 1.0, 1e-12);
-  EXPECT_THAT(plan.explanation, HasSubstr("rounded up from 0.92 to 1"));
-  EXPECT_THAT(plan.explanation, HasSubstr("the trainer's CPU is the limit"));
-  // No spill-over at a zero local share: the prediction is the worker's capacity alone.
-  EXPECT_NEAR(plan.predicted_samples_per_s, 1428.57, 0.1);
-  EXPECT_LT(plan.predicted_samples_per_s, exact.predicted_samples_per_s);
-  PlannerOptions off;
-  off.full_offload_above = 1;
-  EXPECT_LT(PlanSluice(StandardProfile(), off).ratio, 0.93);
-  // The switch keeps the old rounding, with spill-over.
+  EXPECT_DOUBLE_EQ(plan.ratio, exact.ratio);
+  EXPECT_FALSE(plan.local_spill_over);
+  EXPECT_NEAR(Sum(plan.worker_shares), exact.ratio, 1e-12);
+  EXPECT_THAT(plan.explanation, HasSubstr("the trainer keeps to its 8% (spill=workers)"));
+  EXPECT_THAT(plan.explanation, HasSubstr("1.80 ms against 550 us"));
+  EXPECT_NEAR(plan.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
+  EXPECT_THAT(plan.PolicyString(), ::testing::EndsWith(",spill=workers"));
+  // The switch gives the rounding to full offload, with spill-over.
   PlannerOptions spill;
-  spill.full_offload_exact_when_trainer_bound = false;
+  spill.strict_local_share_when_trainer_bound = false;
   const Plan spilled = PlanSluice(StandardProfile(), spill);
+  EXPECT_TRUE(spilled.local_spill_over);
   EXPECT_DOUBLE_EQ(spilled.ratio, 0.99);
   EXPECT_NEAR(Sum(spilled.worker_shares), 0.99, 1e-12);
   EXPECT_THAT(spilled.explanation, HasSubstr("rounded up from 0.92 to 0.99"));
   EXPECT_NEAR(spilled.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
+  spill.full_offload_above = 1;
+  EXPECT_LT(PlanSluice(StandardProfile(), spill).ratio, 0.93);
 }
 
 // Demand binds, not the trainer's CPU: a 3-CPU worker (2142 samples/s at cut 4) and demand
 // 1500 samples/s. Without headroom, the smallest offload that meets demand leaves the
 // trainer 140 local samples/s ((1500 - x) x 0.55 ms + x x 1.8 ms = 1 s), a ratio of 0.91. Rounded to 0.99, not 1: at 1 the worker alone
 // would be the plan, and spill-over lets the trainer cover a worker slower than planned.
+// The trainer has no reason to keep to its share here: it spills over.
 TEST(SluicePlannerTest, DemandBoundPlanKeepsSpillOverWhenRoundedUp) {
   Profile p = StandardProfile();
   p.workers = {Worker("w1:7070", 3.0, 1.25e9)};
@@ -184,6 +186,8 @@ TEST(SluicePlannerTest, DemandBoundPlanKeepsSpillOverWhenRoundedUp) {
   ASSERT_TRUE(plan.offload);
   EXPECT_EQ(plan.cut, 4);
   EXPECT_DOUBLE_EQ(plan.ratio, 0.99);
+  EXPECT_TRUE(plan.local_spill_over);
+  EXPECT_EQ(plan.PolicyString().find("spill"), std::string::npos);
   EXPECT_THAT(plan.explanation, HasSubstr("to 0.99"));
   EXPECT_THAT(plan.explanation, HasSubstr("spill-over"));
 }

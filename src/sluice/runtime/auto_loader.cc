@@ -392,7 +392,8 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   }
   const bool same_shape = offloaded_ && applied_.cut == plan.cut &&
                           applied_.read_mode == plan.read_mode && applied_.codec == plan.codec &&
-                          applied_.worker_addresses == plan.worker_addresses;
+                          applied_.worker_addresses == plan.worker_addresses &&
+                          applied_.local_spill_over == plan.local_spill_over;
   if (same_shape) {
     SLUICE_RETURN_IF_ERROR(loader_->SetShares(plan.ratio, plan.worker_shares));
     applied_ = plan;
@@ -408,6 +409,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   o.cut = plan.cut;
   o.ratio = plan.ratio;
   o.worker_shares = plan.worker_shares;
+  o.local_spill_over = plan.local_spill_over;
   o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
   o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
   receive_mark_.reset();

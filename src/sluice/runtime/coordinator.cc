@@ -234,6 +234,10 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   // consumer spills over only when no consumer with a positive share is active any more,
   // e.g. when every worker is down.
   if (c.config.share <= 0 && OtherActiveWithShareLocked(consumer)) return Acquired::kWait;
+  if (!c.config.spill_over && !EligibleLocked(consumer, seqs.size()) &&
+      OtherActiveWithShareLocked(consumer)) {
+    return Acquired::kWait;
+  }
   TakeLocked();
   const uint64_t n = options_.samples_per_epoch;
   const uint64_t split_id = next_split_id_++;

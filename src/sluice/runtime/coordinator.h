@@ -73,6 +73,11 @@ struct ConsumerConfig {
   double share = 0;         // target fraction of the samples, >= 0; shares are normalised
   int max_open_splits = 2;  // >= 1
   bool active = true;       // an inactive consumer gets nothing and is not waited for
+  // false: this consumer never spills over: beyond its share it gets a split only when no
+  // other active consumer has a positive share (every worker down, say). The others still
+  // spill over to it. For a trainer whose CPU is the limit, where each local sample costs
+  // more than the receive it would displace (docs/policy.md, "Spill-over").
+  bool spill_over = true;
 };
 
 struct SplitAssignment {

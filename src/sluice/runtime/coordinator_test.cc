@@ -215,6 +215,55 @@ TEST(CoordinatorTest, ZeroShareTakesNothingWhileAPositiveShareIsActive) {
   EXPECT_GE(taken, 3);
 }
 
+TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
+  // A trainer whose CPU is the limit (spill=workers): local (0) has 0.2 and must not take
+  // more while the worker (1) is up and at its cap, where it would spill over by default...
+  std::vector<ConsumerConfig> consumers(2);
+  consumers[0] = ConsumerConfig{"local", 0.2, 1, true, /*spill_over=*/false};
+  consumers[1] = ConsumerConfig{"worker", 0.8, 1, true};
+  auto made = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Coordinator& c = **made;
+  SplitAssignment split, held;
+  ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);  // 10 of 10: eligible at the start
+  DeliverAll(c, split);
+  ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);  // the worker at its cap
+  EXPECT_EQ(c.TryAcquire(0, &split), Acquired::kWait);  // 20 of 20 would be over 0.2
+  // ...the worker still spills over to take what local does not, and local gets a split
+  // again only when its share allows: 10 assigned is under 0.2 x (50 + 10) once 50 are out.
+  DeliverAll(c, held);
+  for (int worker_splits = 1; worker_splits <= 3; ++worker_splits) {
+    ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);
+    DeliverAll(c, held);
+    EXPECT_EQ(c.TryAcquire(0, &split), worker_splits < 3 ? Acquired::kWait : Acquired::kSplit)
+        << worker_splits;
+  }
+  DeliverAll(c, split);
+  // To the end: local tries first each time, and still ends at its 20.
+  while (!c.done()) {
+    if (c.TryAcquire(0, &split) == Acquired::kSplit) DeliverAll(c, split);
+    if (c.TryAcquire(1, &held) == Acquired::kSplit) DeliverAll(c, held);
+  }
+  EXPECT_EQ(c.Stats().consumers[0].assigned, 20);
+
+  // When the worker fails, local takes everything that is left, its share or not.
+  auto again = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
+  ASSERT_TRUE(again.ok());
+  Coordinator& d = **again;
+  ASSERT_EQ(d.TryAcquire(1, &held), Acquired::kSplit);
+  ASSERT_EQ(d.TryAcquire(0, &split), Acquired::kSplit);
+  DeliverAll(d, split);
+  EXPECT_EQ(d.TryAcquire(0, &split), Acquired::kWait);
+  EXPECT_EQ(d.ConsumerFailed(1), 10);
+  int taken = 0;
+  while (d.TryAcquire(0, &split) == Acquired::kSplit) {
+    ++taken;
+    DeliverAll(d, split);
+  }
+  EXPECT_EQ(taken, 9);
+  EXPECT_TRUE(d.done());
+}
+
 TEST(CoordinatorTest, CapsOpenSplitsPerConsumer) {
   auto c = Make(Options(/*per_epoch=*/100, /*split_size=*/10), {1.0}, /*max_open=*/2);
   SplitAssignment s1, s2, s3;

@@ -912,7 +912,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   const int local_cap =
       static_cast<int>((2 * static_cast<uint64_t>(d.threads) + split_size - 1) / split_size) + 1;
   std::vector<ConsumerConfig> consumers;
-  consumers.push_back(ConsumerConfig{"local", 1.0 - opt.ratio, local_cap, true});
+  consumers.push_back(ConsumerConfig{"local", 1.0 - opt.ratio, local_cap, true,
+                                     opt.local_spill_over});
   int total_cap = local_cap;
   for (size_t i = 0; i < num_workers; ++i) {
     consumers.push_back(ConsumerConfig{absl::StrCat("worker ", opt.workers[i].address),

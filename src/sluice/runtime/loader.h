@@ -65,6 +65,9 @@ struct LoaderOptions {
   // false: no spill-over (FastFlow's counters, for the baseline): a side behind its share is
   // waited for (CoordinatorOptions::spill_over).
   bool spill_over = true;
+  // false: the local side keeps to its share (1 - ratio) while a worker is up, the workers
+  // still spill over (ConsumerConfig::spill_over; the plan's `spill=workers`).
+  bool local_spill_over = true;
   rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
   rpc::Compression compression = rpc::Compression::kNone;
   int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget

@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kPolicyForms =
     "expected 'auto', 'sluice', 'fastflow', 'fastflow:code', 'none' or "
-    "'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]'";
+    "'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers]'";
 
 Status PolicyError(std::string_view text, const std::string& why) {
   return absl::InvalidArgumentError(
@@ -35,7 +35,8 @@ std::string TrainPolicy::ToString() const {
   return absl::StrCat("fixed:cut=", cut == kCutAfterBatch ? "batch" : absl::StrCat(cut),
                       ",ratio=", ratio,
                       ",read=", read_mode == rpc::ReadMode::kLocalRead ? "local" : "remote",
-                      ",compress=", CompressionName(compression));
+                      ",compress=", CompressionName(compression),
+                      local_spill_over ? "" : ",spill=workers");
 }
 
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
@@ -106,6 +107,12 @@ StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
       } else {
         return PolicyError(text,
                            absl::StrCat("compress must be lz4, zstd or none, got '", value, "'"));
+      }
+    } else if (key == "spill") {
+      if (value == "all" || value == "workers") {
+        policy.local_spill_over = value == "all";
+      } else {
+        return PolicyError(text, absl::StrCat("spill must be all or workers, got '", value, "'"));
       }
     } else {
       return PolicyError(text, absl::StrCat("unknown key '", key, "'"));

@@ -30,15 +30,16 @@ struct TrainPolicy {
   double ratio = 0;
   rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
   rpc::Compression compression = rpc::Compression::kNone;
+  bool local_spill_over = true;  // spill=all (default) or spill=workers
 
   // "none", "auto", "sluice", "fastflow", "fastflow:code", or
-  // "fixed:cut=3,ratio=0.5,read=remote,compress=none".
+  // "fixed:cut=3,ratio=0.5,read=remote,compress=none[,spill=workers]".
   std::string ToString() const;
 };
 
 // Parses `none`, `auto`, `sluice`, `fastflow[:paper|:code]` or
-// `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]`
-// (K an op count or `batch`, R in [0, 1]). `num_ops` (when >= 0) bounds K. Errors are
+// `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers]`
+// (K an op count or `batch`, R in [0, 1]; spill=workers: the trainer keeps to its share). `num_ops` (when >= 0) bounds K. Errors are
 // InvalidArgument and say what is wrong and what is expected.
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops = -1);
 

@@ -48,6 +48,16 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->ToString(), p->ToString());
   }
+  // spill=workers (the trainer keeps to its share) is kept; spill=all is the default and
+  // left out of the canonical spelling.
+  auto strict = ParsePolicy("fixed:cut=4,ratio=0.9,spill=workers", 5);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  EXPECT_FALSE(strict->local_spill_over);
+  EXPECT_EQ(strict->ToString(), "fixed:cut=4,ratio=0.9,read=remote,compress=none,spill=workers");
+  auto all = ParsePolicy("fixed:cut=4,ratio=0.9,spill=all", 5);
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->local_spill_over);
+  EXPECT_EQ(all->ToString(), "fixed:cut=4,ratio=0.9,read=remote,compress=none");
   auto none = ParsePolicy("none");
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->name, "none");
@@ -76,6 +86,7 @@ TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
       {"fixed:cut=2,ratio=0.5,read=nfs", "read must be local or remote"},
       {"fixed:cut=2,ratio=0.5,compress=gzip", "compress must be lz4, zstd or none"},
       {"fixed:cut=2,ratio=0.5,speed=max", "unknown key 'speed'"},
+      {"fixed:cut=2,ratio=0.5,spill=trainer", "spill must be all or workers"},
       {"fixed:cut=2,cut=3,ratio=0.5", "cut given twice"},
       {"fixed:cut=2,,ratio=0.5", "not key=value"},
   };
