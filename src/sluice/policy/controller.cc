@@ -169,13 +169,14 @@ void Controller::AbsorbFreshCosts(const Measurement& m) {
     if (op.bytes_out_per_sample > 0) known.bytes_out_per_sample = op.bytes_out_per_sample;
     local_changed = true;
   }
-  // Fresh costs replace what the calibration factor was standing in for.
+  // Fresh costs replace what the trainer's calibration factor was standing in for. A
+  // worker's factor stays: its per-op costs leave out what it spends sending (and a slower
+  // quota), which is what the factor measured; a new CPU budget resets it.
   if (local_changed) trainer_factor_ = 1;
   for (WorkerProfile& w : profile_.workers) {
     auto it = fresh_worker_ops_.find(w.address);
     if (it == fresh_worker_ops_.end()) continue;
     w.ops = it->second;
-    worker_factor_.erase(w.address);
   }
   fresh_local_ops_.clear();
   fresh_worker_ops_.clear();
@@ -308,12 +309,27 @@ TimelineEntry Controller::Observe(const Measurement& m) {
   }
 
   const bool cooling = t - last_change_t_ < options_.cooldown_s;
-  // A worker delivering well under its share (it got slower, or its link did).
-  if (plan_.offload && !cooling && m.samples_per_s > 0) {
+  const bool settling = t - last_change_t_ < options_.settle_s;
+  // A worker delivering well under its share, or under the model's flow for it while the
+  // workers bind and the trainer stalls (it got slower, its link did, or the model overrates
+  // it).
+  if (plan_.offload && !settling && m.samples_per_s > 0) {
+    const Evaluation cur = PredictCurrent(effective_profile());
+    const bool remote_limits =
+        cur.remote_bound != Bound::kNone && m.stall_fraction > options_.stall_high;
     for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
       const std::string& address = plan_.worker_addresses[i];
       const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;
-      const double expected = share * m.samples_per_s;
+      double expected = share * m.samples_per_s;
+      std::string of = "its share's";
+      if (remote_limits) {
+        for (const WorkerFlow& f : cur.workers) {
+          if (f.address == address && f.samples_per_s > expected) {
+            expected = f.samples_per_s;
+            of = "the model's";
+          }
+        }
+      }
       if (!(expected > 0)) continue;
       double delivered = 0;
       for (const WorkerMeasurement& wm : m.workers) {
@@ -330,7 +346,7 @@ TimelineEntry Controller::Observe(const Measurement& m) {
       AbsorbFreshCosts(m);
       Replan(t,
              absl::StrCat("worker ", address, " delivers ", FormatRate(delivered),
-                          " samples/s, under its share's ", FormatRate(expected)),
+                          " samples/s, under ", of, " ", FormatRate(expected)),
              /*must_adopt=*/true, &out);
       return out;
     }

@@ -76,8 +76,15 @@ struct ControllerOptions {
   double ratio_gain = 0.5;         // step = min(max_ratio_step, gain x stall)
   double change_threshold = 0.20;  // relative change of a budget or the step time that
                                    // counts as a changed world
-  double rate_drop = 0.30;         // a worker delivering under (1 - this) of its share
-  double rate_drop_confirm_s = 2;  // ... for this long
+  // A worker delivering under (1 - rate_drop) of what it should, for rate_drop_confirm_s:
+  // of its share of the measured total, or, while the trainer stalls and the model has the
+  // workers as the limit, of the flow the model predicts for it. This acts during the
+  // cool-down too, from `settle_s` after a change (the streams need that long to fill): a
+  // worker the model overrates (a send path it does not see, a halved quota) is caught
+  // within seconds, not after cool-down plus sustain.
+  double rate_drop = 0.30;
+  double rate_drop_confirm_s = 2;
+  double settle_s = 3;
 };
 
 // Sets the uncompressed stream's trainer CPU per byte to `cpu_s_per_byte` and moves the

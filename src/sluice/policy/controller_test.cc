@@ -262,6 +262,39 @@ TEST(ControllerTest, SlowWorkerLosesShare) {
   EXPECT_LT(e.plan.worker_shares[0], e.plan.worker_shares[1]);
 }
 
+// Everything runs at 60% of the prediction, in the plan's proportions: no worker is under its
+// share of the total, but the model has the worker as the limit and the trainer stalls, so
+// the worker is under the model's flow for it. That is caught 2 s after the 3 s settle, well
+// inside the 15 s cool-down, and the re-plan believes the worker at 60%.
+TEST(ControllerTest, WorkerTheModelOverratesIsCaughtDuringTheCooldown) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  const double predicted = c.plan().predicted_samples_per_s;
+  ASSERT_GT(c.plan().ratio, 0.9);
+  TimelineEntry e;
+  for (double t = 1; t <= 8; t += 0.5) {
+    Measurement m = OnPlan(c, t, /*stall=*/0.4);
+    m.samples_per_s *= 0.6;
+    for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.6;
+    e = c.Observe(m);
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_DOUBLE_EQ(e.t_s, 5);  // first seen at 3 s, confirmed 2 s later
+  EXPECT_THAT(e.reason, HasSubstr("under the model's"));
+  EXPECT_LT(c.plan().predicted_samples_per_s, 0.8 * predicted);
+
+  // Without a stall the workers are not the limit of anything: no re-plan.
+  Controller calm(StandardProfile());
+  calm.Start(0);
+  for (double t = 1; t <= 8; t += 0.5) {
+    Measurement m = OnPlan(calm, t, /*stall=*/0);
+    m.samples_per_s *= 0.6;
+    for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.6;
+    EXPECT_EQ(calm.Observe(m).kind, DecisionKind::kKeep) << t;
+  }
+}
+
 TEST(ControllerTest, StallWhileLocalStartsOffloading) {
   Profile p = StandardProfile();
   p.consumer.stall_fraction = 0;  // nothing measured yet

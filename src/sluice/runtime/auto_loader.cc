@@ -251,6 +251,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   timeline_.push_back(entry);
   last_observe_ns_ = NowNanos();
   last_observe_ = meter_.counters();
+  meter_.TakeMinStepNs();  // periods start here
   smoothed_step_s_ = profile.consumer.step_s;
   return absl::OkStatus();
 }
@@ -263,11 +264,13 @@ Status AutoLoader::Observe(int64_t now_ns) {
   m.t_s = Seconds(now_ns);
   m.samples_per_s = window.samples_per_s();
   m.stall_fraction = window.stall_fraction();
-  // Smoothed over periods: a sleep-sized step jitters by more than the controller's threshold
-  // from one second to the next; a real change still shows within a period or two.
-  if (window.step_s > 0) {
-    smoothed_step_s_ =
-        smoothed_step_s_ > 0 ? 0.5 * smoothed_step_s_ + 0.5 * window.step_s : window.step_s;
+  // The period's shortest step (ConsumerMeter::TakeMinStepNs), smoothed over periods: the
+  // mean of a sleep-sized step on a throttled trainer jitters by more than the controller's
+  // threshold from one second to the next; a real change still shows within a period or two.
+  const int64_t min_step_ns = meter_.TakeMinStepNs();
+  const double step_s = min_step_ns > 0 ? min_step_ns / 1e9 : window.step_s;
+  if (step_s > 0) {
+    smoothed_step_s_ = smoothed_step_s_ > 0 ? 0.5 * smoothed_step_s_ + 0.5 * step_s : step_s;
   }
   m.step_s = smoothed_step_s_;
   for (size_t i = 0; i < options_.workers.size(); ++i) {

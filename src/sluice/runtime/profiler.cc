@@ -29,10 +29,18 @@ ConsumerWindow Window(const ConsumerCounters& from, const ConsumerCounters& to, 
 
 void ConsumerMeter::Before(int64_t now_ns) {
   if (last_return_ >= 0) {
-    counters_.step_ns += now_ns - last_return_;
+    const int64_t step = now_ns - last_return_;
+    counters_.step_ns += step;
     ++counters_.steps;
+    if (min_step_ns_ == 0 || step < min_step_ns_) min_step_ns_ = step;
   }
   call_start_ = now_ns;
+}
+
+int64_t ConsumerMeter::TakeMinStepNs() {
+  const int64_t min = min_step_ns_;
+  min_step_ns_ = 0;
+  return min;
 }
 
 void ConsumerMeter::After(int64_t now_ns, int64_t samples) {

@@ -34,6 +34,24 @@ TEST(ConsumerMeterTest, SplitsTimeIntoWaitingAndStepping) {
   EXPECT_EQ(c.steps, 3);
 }
 
+TEST(ConsumerMeterTest, ShortestStepSinceTheLastTake) {
+  ConsumerMeter m;
+  EXPECT_EQ(m.TakeMinStepNs(), 0);  // no step yet
+  int64_t t = 0;
+  m.Before(t);
+  m.After(t += 1'000'000, 8);
+  // Steps of 20, 31 (a late wake-up) and 21 ms.
+  for (int64_t step : {20'000'000, 31'000'000, 21'000'000}) {
+    m.Before(t += step);
+    m.After(t += 1'000'000, 8);
+  }
+  EXPECT_EQ(m.TakeMinStepNs(), 20'000'000);
+  EXPECT_EQ(m.TakeMinStepNs(), 0);  // taken
+  m.Before(t += 25'000'000);
+  EXPECT_EQ(m.TakeMinStepNs(), 25'000'000);
+  EXPECT_EQ(m.counters().steps, 4);  // the mean's counters are untouched
+}
+
 TEST(ConsumerMeterTest, ExtendWaitMovesTimeFromSteppingToWaiting) {
   ConsumerMeter m;
   m.Before(0);
