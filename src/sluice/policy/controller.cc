@@ -320,12 +320,15 @@ TimelineEntry Controller::Observe(const Measurement& m) {
     for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
       const std::string& address = plan_.worker_addresses[i];
       const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;
+      // The bar it must clear: 70% of its share of the total, or 80% of the model's flow.
       double expected = share * m.samples_per_s;
+      double bar = (1 - options_.rate_drop) * expected;
       std::string of = "its share's";
       if (remote_limits) {
         for (const WorkerFlow& f : cur.workers) {
-          if (f.address == address && f.samples_per_s > expected) {
+          if (f.address == address && (1 - options_.model_drop) * f.samples_per_s > bar) {
             expected = f.samples_per_s;
+            bar = (1 - options_.model_drop) * expected;
             of = "the model's";
           }
         }
@@ -335,7 +338,7 @@ TimelineEntry Controller::Observe(const Measurement& m) {
       for (const WorkerMeasurement& wm : m.workers) {
         if (wm.address == address) delivered = wm.delivered_samples_per_s;
       }
-      if (delivered >= (1 - options_.rate_drop) * expected) {
+      if (delivered >= bar) {
         slow_since_.erase(address);
         continue;
       }

@@ -76,13 +76,14 @@ struct ControllerOptions {
   double ratio_gain = 0.5;         // step = min(max_ratio_step, gain x stall)
   double change_threshold = 0.20;  // relative change of a budget or the step time that
                                    // counts as a changed world
-  // A worker delivering under (1 - rate_drop) of what it should, for rate_drop_confirm_s:
-  // of its share of the measured total, or, while the trainer stalls and the model has the
-  // workers as the limit, of the flow the model predicts for it. This acts during the
+  // A worker delivering under (1 - rate_drop) of its share of the measured total, or, while
+  // the trainer stalls and the model has the workers as the limit, under (1 - model_drop)
+  // of the flow the model predicts for it, for rate_drop_confirm_s. This acts during the
   // cool-down too, from `settle_s` after a change (the streams need that long to fill): a
   // worker the model overrates (a send path it does not see, a halved quota) is caught
   // within seconds, not after cool-down plus sustain.
   double rate_drop = 0.30;
+  double model_drop = 0.20;
   double rate_drop_confirm_s = 2;
   double settle_s = 3;
 };
