@@ -5,6 +5,7 @@ pinned to its own core (taskset), on the standard pipeline at its last element-w
   all-local     sluice train --policy none --threads 1 (trainer on core 0)
   remote-only   --policy fixed:cut=C,ratio=1.0 (worker on core 1, --threads 1)
   mixed         --policy fixed:cut=C,ratio=R for R in --ratios; the best is reported
+                (with --spill workers: fixed:cut=C,ratio=R,spill=workers)
 for every cut C in --cuts (default 5). Rates are steady-state (after the warm-up steps).
 
 Targets (docs/BENCHMARKS.md): remote-only >= 90% of all-local; best mixed >= 1.8x
@@ -90,8 +91,11 @@ def main():
     ap.add_argument("--cuts", default="5",
                     help="cuts to measure (5: after normalize, the last element-wise cut; "
                          "4: before normalize, uint8 on the wire; batch)")
+    ap.add_argument("--spill", default="all", choices=["all", "workers"],
+                    help="the mixed runs' spill key: workers keeps the trainer to its share")
     ap.add_argument("--json", default=os.path.join(ROOT, "bench", "results", "offload.json"))
     args = ap.parse_args()
+    spill = "" if args.spill == "all" else ",spill=workers"
     ratios = [float(r) for r in args.ratios.split(",")]
 
     cuts = args.cuts.split(",")
@@ -111,7 +115,7 @@ def main():
                                                  f"fixed:cut={c},ratio=1.0", port))
                 for r in ratios:
                     runs[f"mixed_{c}_{r}"].append(train(args.sluice, args.files, args.steps,
-                                                        f"fixed:cut={c},ratio={r}", port))
+                                                        f"fixed:cut={c},ratio={r}{spill}", port))
     finally:
         worker.terminate()
         worker.wait(timeout=10)
@@ -142,7 +146,7 @@ def main():
         "machine": f"{os.cpu_count()} CPUs; trainer pinned to core 0, worker to core 1",
         "repeats": args.repeats, "steps": args.steps, "batch": 64,
         "local_samples_per_s": local, "local_trainer_cpu_ms_per_sample": local_cpu,
-        "cuts": per_cut, "runs": runs,
+        "cuts": per_cut, "runs": runs, "spill": args.spill,
     }
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
