@@ -729,6 +729,15 @@ StatusOr<json> BenchRunner::Run() {
                  100 * (*result)["stall_fraction"].get<double>());
     if (result->contains("events")) {
       for (const json& e : (*result)["events"]) {
+        if (e["t_s"].get<double>() < 0) {
+          // FastFlow's profiling runs come before its training loop.
+          std::fprintf(stderr,
+                       "sluice bench: %s: the event came %.1f s before the training loop "
+                       "started; %.1f samples/s from %.0f s after it\n",
+                       name.c_str(), -e["t_s"].get<double>(),
+                       e["settled_samples_per_s"].get<double>(), e["settle_s"].get<double>());
+          continue;
+        }
         std::fprintf(stderr,
                      "sluice bench: %s: event at %.1f s: %.1f samples/s before, %.1f from "
                      "%.0f s after it to the end\n",

@@ -204,7 +204,8 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
   std::string rounded;
-  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound) {
+  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound &&
+      plan.ratio >= options.full_offload_above) {
     // Spill-over would hand the trainer local samples whenever its executor is idle, and each
     // costs it more CPU than the receive it displaces: it keeps to the model's share.
     plan.local_spill_over = false;

@@ -89,7 +89,7 @@ TEST(SluicePlannerTest, CpuBoundTrainerFastLinkEarlyCut) {
   EXPECT_NEAR(plan.worker_shares[0], 12.0 / 13.0, 1e-9);
   EXPECT_NEAR(plan.predicted_samples_per_s, 32500.0 / 21.0, 1e-6);
   EXPECT_NEAR(plan.predicted_local_samples_per_s, 1 / 1.8e-3, 1e-6);
-  EXPECT_EQ(plan.PolicyString(), "fixed:cut=4,ratio=0.9231,read=remote,compress=none,spill=workers");
+  EXPECT_EQ(plan.PolicyString(), "fixed:cut=4,ratio=0.9231,read=remote,compress=none");
   EXPECT_THAT(plan.explanation, HasSubstr("cut 4 (after random_flip)"));
   EXPECT_THAT(plan.explanation, HasSubstr("why this cut: the next best, cut 3"));
   EXPECT_THAT(plan.explanation, HasSubstr("why this ratio: the workers take all they can"));

@@ -228,6 +228,12 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   }
   costs_ = profile.costs;
   profile.consumer = ConsumerFrom(window, spec_.batch.size > 0 ? spec_.batch.size : 1);
+  // The accelerator's step is the shortest one seen (ConsumerMeter::TakeMinStepNs): the
+  // planning steps run all-local on a trainer whose CPU is saturated, and the mean step had
+  // read 45 ms for a 20 ms accelerator, then re-planned twice as it came down.
+  if (const int64_t min_step_ns = meter_.TakeMinStepNs(); min_step_ns > 0) {
+    profile.consumer.step_s = min_step_ns / 1e9;
+  }
   for (size_t i = 0; i < probes_.size(); ++i) {
     if (probes_[i].has_value()) profile.workers.push_back(WorkerFromProbe(*probes_[i]));
   }
