@@ -24,6 +24,8 @@ def short_plan(plan):
     codec = plan.get("compression")
     if codec and codec != "none":
         text += f", {codec}"
+    if plan.get("spill") == "workers":
+        text += ", spill=workers"
     shares = [w.get("share", 0) for w in plan.get("workers", [])]
     if len(shares) > 1:
         text += ", shares " + "/".join(f"{s:.2f}" for s in shares)

@@ -85,6 +85,7 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
   if (!plan_.offload) return EvaluateFixed(profile, Candidate{0}, 0, {});
   ModelOptions model;
   model.allow_after_batch = options_.planner.allow_after_batch;
+  model.max_message_bytes = options_.planner.max_message_bytes;
   const Candidate candidate{plan_.cut, plan_.read_mode, plan_.codec};
   // A ratio rounded up to full offload leaves the trainer whatever the workers cannot take
   // (spill-over): the model's re-balanced optimum for the candidate, not a fixed split. A

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sluice/policy/format.h"
 
 namespace sluice::policy {
 namespace {
@@ -71,6 +72,15 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   k.bytes_raw = BytesAtCut(costs, c.cut);
   // The codec's ratio holds where it was measured (the pipeline's output is both the last
   // op's and, stacked, the batch's); other cuts' data counts as incompressible.
+  const double element_bytes =
+      after_batch ? k.bytes_raw * std::max(1, p.consumer.batch_size) : k.bytes_raw;
+  if (options.max_message_bytes > 0 && element_bytes > options.max_message_bytes) {
+    k.feasible = false;
+    k.reason = absl::StrCat(after_batch ? "a batch" : "a sample", " is ",
+                            FormatBytes(element_bytes), ", over the ",
+                            FormatBytes(options.max_message_bytes), " message limit");
+    return k;
+  }
   const int at = codec->measured_at_cut;
   const bool output = c.cut == n || after_batch;
   const bool measured_here =

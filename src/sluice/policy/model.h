@@ -66,6 +66,10 @@ struct ModelOptions {
   // a little slack in practice. The predicted rate never exceeds demand.
   double demand_headroom = 0;
   bool allow_after_batch = true;  // false when the pipeline has no batch
+  // The largest message a stream carries (RemoteStreamOptions::max_message_bytes); a
+  // candidate whose element (a sample, or a whole batch after batching) is larger, before
+  // compression, cannot run. 0: no limit.
+  double max_message_bytes = 64 << 20;
 };
 
 struct WorkerFlow {

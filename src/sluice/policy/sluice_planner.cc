@@ -159,6 +159,7 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   ModelOptions model;
   model.demand_headroom = options.demand_headroom;
   model.allow_after_batch = options.allow_after_batch;
+  model.max_message_bytes = options.max_message_bytes;
 
   Plan plan = PlanNone(profile, "");
   plan.planner = "sluice";

@@ -25,6 +25,7 @@ struct PlannerOptions {
   // wire, then fewer remote CPU seconds.
   double tie_tolerance = 0.01;
   bool allow_after_batch = true;  // false when the pipeline has no batch
+  double max_message_bytes = 64 << 20;  // ModelOptions::max_message_bytes
   // A ratio at or above this becomes full_offload_ratio: spill-over still gives the trainer
   // the samples the workers cannot take, and local work mixed into a trainer that is busy
   // receiving costs more than the model sees (every oracle sweep on the testbed has 1.0

@@ -192,6 +192,30 @@ TEST(SluicePlannerTest, DemandBoundPlanKeepsSpillOverWhenRoundedUp) {
   EXPECT_THAT(plan.explanation, HasSubstr("spill-over"));
 }
 
+// A batch of the standard pipeline's output is 64 x 600 KB = 38.4 MB: under a 32 MB message
+// limit the after-batch candidate cannot run, and says why.
+TEST(SluicePlannerTest, CandidatesOverTheMessageLimitCannotRun) {
+  PlannerOptions o = Exact();
+  o.max_message_bytes = 32e6;
+  const Plan plan = PlanSluice(StandardProfile(), o);
+  bool seen = false;
+  for (const Evaluation& e : plan.candidates) {
+    if (e.candidate.cut != kCutAfterBatch) {
+      EXPECT_TRUE(e.feasible) << e.reason;  // 600 KB samples fit
+      continue;
+    }
+    seen = true;
+    EXPECT_FALSE(e.feasible);
+    EXPECT_THAT(e.reason, HasSubstr("a batch is 38.4 MB, over the 32.0 MB message limit"));
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_NE(plan.cut, kCutAfterBatch);
+  // The default limit (64 MiB) lets it run.
+  for (const Evaluation& e : PlanSluice(StandardProfile(), Exact()).candidates) {
+    EXPECT_TRUE(e.feasible) << e.reason;
+  }
+}
+
 TEST(SluicePlannerTest, UnequalWorkersGetSharesProportionalToCapacity) {
   Profile p = StandardProfile();
   p.workers = {Worker("small", 1.0, 1.25e9), Worker("big", 3.0, 1.25e9)};
