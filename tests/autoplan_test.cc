@@ -241,6 +241,37 @@ TEST_F(AutoplanTest, FastFlowRunsItsProfilingRunsAndEndsWithAPlan) {
   EXPECT_EQ(j["steps"].get<int>(), 20);
 }
 
+// A candidate FastFlow cannot run here: the worker takes messages of 300 KB at most, so
+// the after-batch candidate's batches (8 x 96 x 96 x 3 floats, 885 KB, lz4 does not halve
+// them) fail, and so do p1's splits of 32 files streamed up; p2's samples (96 x 96 x 3
+// floats, 111 KB) fit. The failed profiling runs are recorded with their errors and left out
+// of the decision, instead of failing the whole run.
+TEST_F(AutoplanTest, FastFlowLeavesOutACandidateThatCannotRunHere) {
+  auto worker = WorkerProcess::Start(dir_->path(), 0, 2, {"--max-message-bytes", "300000"});
+  ASSERT_NE(worker, nullptr);
+  const std::string json_path = (dir_->path() / "fastflow-limit.json").string();
+  Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy",
+                        "fastflow", "--fastflow-steps", "6", "--accelerator-ms", "1", "--steps",
+                        "10", "--threads", "1", "--json", json_path},
+                       dir_->path());
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const nlohmann::json j = Json(json_path);
+  const nlohmann::json& ff = j["profile"]["fastflow"];
+  if (!ff["bottleneck"].get<bool>()) GTEST_SKIP() << "no prep bottleneck measured: no candidates";
+  int failed = 0;
+  for (const nlohmann::json& run : ff["runs"]) {
+    const std::string error = run["error"].get<std::string>();
+    if (error.empty()) continue;
+    ++failed;
+    EXPECT_THAT(error, HasSubstr("message limit")) << run.dump();
+    EXPECT_THAT(r.err, HasSubstr(error));  // logged as it happened
+  }
+  EXPECT_GE(failed, 1) << ff.dump(2);
+  EXPECT_NE(j["plan"]["cut"], "batch") << j["plan"].dump(2);
+  EXPECT_NE(j["plan"]["read_mode"], "local_read") << j["plan"].dump(2);
+  EXPECT_EQ(j["steps"].get<int>(), 10);
+}
+
 TEST_F(AutoplanTest, AWorkerKilledMidRunTriggersAReplanAndTheEpochStaysExact) {
   auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
   ASSERT_NE(worker, nullptr);

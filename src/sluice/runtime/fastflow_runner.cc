@@ -120,7 +120,15 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
     const double cpu_end = ProcessCpuSeconds();
     (*loader)->Cancel();
     loader->reset();
-    if (!trained.ok()) return trained.status();
+    if (!trained.ok()) {
+      // A candidate that cannot run here (a batch over the message limit, say) is recorded
+      // and left out, as one whose Loader could not be made; the other runs must work.
+      if (run.kind != policy::FastFlowProfilingRun::Kind::kCandidate) return trained.status();
+      rec.error = std::string(trained.status().message());
+      if (options.log) options.log(absl::StrCat("fastflow: ", run.label, ": ", rec.error));
+      out.runs.push_back(std::move(rec));
+      continue;
+    }
     rec.samples_per_s = trained->steady_samples_per_s();
     rec.cpu_s = cpu_end - cpu_at_warmup;
     rec.wall_s = (NowNanos() - run_start) / 1e9;
