@@ -60,11 +60,13 @@ def main(args):
         ttp = "{} s, {} s; {}".format(
             f"{cold['time_to_plan_s']:.1f}" if cold else "—",
             f"{pol['sluice']['time_to_plan_s']:.1f}" if "sluice" in pol else "—",
-            f"{pol['fastflow']['time_to_plan_s']:.0f} s" if "fastflow" in pol else "—")
+            f"{pol['fastflow']['time_to_plan_s']:.0f} s" if "time_to_plan_s" in pol.get(
+                "fastflow", {}) else ("failed" if "fastflow" in pol else "—"))
         row = [name, fmt(n), fmt(o), fmt(cold.get("samples_per_s")) if cold else "—", fmt(s),
                fmt(f), ratio(s, o), ratio(s, f), ttp,
                short_plan(pol["sluice"].get("plan", {}) if "sluice" in pol else None),
-               short_plan(pol["fastflow"].get("plan", {}) if "fastflow" in pol else None)]
+               ("failed: " + pol["fastflow"]["error"][:60]) if "error" in pol.get("fastflow", {})
+               else short_plan(pol["fastflow"].get("plan", {}) if "fastflow" in pol else None)]
         print("| " + " | ".join(row) + " |")
 
 

@@ -191,10 +191,12 @@ Status AutoLoader::Tick(int64_t now_ns) {
     const double need_s = stored ? options_.stored_measure_s : options_.measure_s;
     const int64_t need_batches =
         stored ? options_.stored_measure_batches : options_.measure_batches;
-    if ((now_ns - window_start_ns_) / 1e9 < need_s || c.batches - window_start_.batches <
-                                                            need_batches) {
-      return absl::OkStatus();
-    }
+    const double measured_s = (now_ns - window_start_ns_) / 1e9;
+    const int64_t measured_batches = c.batches - window_start_.batches;
+    const bool enough = measured_s >= need_s && measured_batches >= need_batches;
+    const bool capped =
+        measured_s >= options_.measure_cap_s && measured_batches >= options_.measure_cap_batches;
+    if (!enough && !capped) return absl::OkStatus();
     return PlanFirst(now_ns);
   }
   if (!options_.closed_loop || !options_.apply_plans) return absl::OkStatus();

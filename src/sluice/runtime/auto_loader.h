@@ -48,6 +48,10 @@ struct AutoOptions {
   // `warmup_batches` (start-up) batches.
   double measure_s = 2.0;
   int64_t measure_batches = 8;
+  // ... or, where batches are slow (a step of a second, say), at least measure_cap_batches
+  // batches once measure_cap_s have passed: time to plan stays under 10 s.
+  double measure_cap_s = 4.0;
+  int64_t measure_cap_batches = 3;
   // The same with costs from the metric store (only the step time is measured).
   double stored_measure_s = 0.3;
   int64_t stored_measure_batches = 3;

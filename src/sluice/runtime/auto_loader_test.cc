@@ -4,11 +4,13 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -116,6 +118,31 @@ class AutoLoaderTest : public ::testing::Test {
 
   std::string dir_;
 };
+
+// Slow batches: the usual window (here 100 s and 100 batches) is never reached, but once the
+// cap's time has passed with its 2 batches measured, the first plan is made.
+TEST_F(AutoLoaderTest, SlowBatchesPlanOnceTheCapIsReached) {
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
+  AutoOptions o = Options({});
+  o.measure_s = 100;
+  o.measure_batches = 100;
+  o.measure_cap_s = 0.05;
+  o.measure_cap_batches = 2;
+  auto loader = AutoLoader::Create(spec, o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t batches = 0;
+  for (; batches < 40 && !(*loader)->planned(); ++batches) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
+    ASSERT_FALSE(end);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a 10 ms "accelerator"
+  }
+  EXPECT_TRUE((*loader)->planned());
+  // Warm-up batch, then at least 2 measured and 50 ms: 4 or more, far under 100.
+  EXPECT_GE(batches, 4);
+  EXPECT_LT(batches, 40);
+}
 
 TEST_F(AutoLoaderTest, WithoutWorkersItPlansNoOffloadAndDeliversEverything) {
   const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
