@@ -97,15 +97,22 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
     if (run.phase == 2 && !phase2) break;
     FastFlowRunRecord rec;
     rec.run = run;
+    // A candidate that cannot run here (no storage on the workers, a batch over the message
+    // limit) is recorded with its error and left out of the decision; the other runs must
+    // work. True: skip it; false: the whole profiling fails with `failed`.
+    const auto skip_candidate = [&](const Status& failed) {
+      if (run.kind != policy::FastFlowProfilingRun::Kind::kCandidate) return false;
+      rec.error = std::string(failed.message());
+      if (options.log) options.log(absl::StrCat("fastflow: ", run.label, ": ", rec.error));
+      out.runs.push_back(std::move(rec));
+      return true;
+    };
     const int64_t run_start = NowNanos();
     StatusOr<std::unique_ptr<Loader>> loader =
         Loader::Create(repeated, RunLoaderOptions(run, options));
     if (!loader.ok()) {
-      if (run.kind != policy::FastFlowProfilingRun::Kind::kCandidate) return loader.status();
-      rec.error = std::string(loader.status().message());
-      if (options.log) options.log(absl::StrCat("fastflow: ", run.label, ": ", rec.error));
-      out.runs.push_back(std::move(rec));
-      continue;
+      if (skip_candidate(loader.status())) continue;
+      return loader.status();
     }
     TrainOptions t;
     t.steps = run.steps + run.warmup_steps;
@@ -121,13 +128,8 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
     (*loader)->Cancel();
     loader->reset();
     if (!trained.ok()) {
-      // A candidate that cannot run here (a batch over the message limit, say) is recorded
-      // and left out, as one whose Loader could not be made; the other runs must work.
-      if (run.kind != policy::FastFlowProfilingRun::Kind::kCandidate) return trained.status();
-      rec.error = std::string(trained.status().message());
-      if (options.log) options.log(absl::StrCat("fastflow: ", run.label, ": ", rec.error));
-      out.runs.push_back(std::move(rec));
-      continue;
+      if (skip_candidate(trained.status())) continue;
+      return trained.status();
     }
     rec.samples_per_s = trained->steady_samples_per_s();
     rec.cpu_s = cpu_end - cpu_at_warmup;
