@@ -403,10 +403,10 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   }
   const bool same_shape = offloaded_ && applied_.cut == plan.cut &&
                           applied_.read_mode == plan.read_mode && applied_.codec == plan.codec &&
-                          applied_.worker_addresses == plan.worker_addresses &&
-                          applied_.local_spill_over == plan.local_spill_over;
+                          applied_.worker_addresses == plan.worker_addresses;
   if (same_shape) {
     SLUICE_RETURN_IF_ERROR(loader_->SetShares(plan.ratio, plan.worker_shares));
+    SLUICE_RETURN_IF_ERROR(loader_->SetLocalSpillOver(plan.local_spill_over));
     applied_ = plan;
     return absl::OkStatus();
   }

@@ -402,6 +402,12 @@ void Coordinator::SetActive(int consumer, bool active) {
   cv_.notify_all();
 }
 
+void Coordinator::SetSpillOver(int consumer, bool spill_over) {
+  std::lock_guard<std::mutex> lock(mu_);
+  consumers_[consumer].config.spill_over = spill_over;
+  cv_.notify_all();  // a consumer held to its share may now take a split
+}
+
 void Coordinator::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;

@@ -134,6 +134,8 @@ class Coordinator {
   int64_t ConsumerFailed(int consumer);
   // Puts `consumer` back in service (after a reconnect).
   void SetActive(int consumer, bool active);
+  // ConsumerConfig::spill_over for `consumer` from now on.
+  void SetSpillOver(int consumer, bool spill_over);
   // New target shares, one per consumer (>= 0, not all zero; normalised here). The shares
   // are then enforced on the samples handed out from now on (past imbalance is forgotten).
   // InvalidArgument for a wrong count or bad values.

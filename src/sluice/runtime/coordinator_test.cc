@@ -264,6 +264,18 @@ TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
   EXPECT_TRUE(d.done());
 }
 
+TEST(CoordinatorTest, SetSpillOverChangesWhetherAConsumerSpillsOver) {
+  auto c = Make(Options(/*per_epoch=*/100, /*split_size=*/10), {0.2, 0.8}, /*max_open=*/1);
+  SplitAssignment split, held;
+  c->SetSpillOver(0, false);
+  ASSERT_EQ(c->TryAcquire(0, &split), Acquired::kSplit);
+  DeliverAll(*c, split);
+  ASSERT_EQ(c->TryAcquire(1, &held), Acquired::kSplit);  // the worker at its cap
+  EXPECT_EQ(c->TryAcquire(0, &split), Acquired::kWait);  // held to its 0.2
+  c->SetSpillOver(0, true);
+  EXPECT_EQ(c->TryAcquire(0, &split), Acquired::kSplit);  // spills over again
+}
+
 TEST(CoordinatorTest, CapsOpenSplitsPerConsumer) {
   auto c = Make(Options(/*per_epoch=*/100, /*split_size=*/10), {1.0}, /*max_open=*/2);
   SplitAssignment s1, s2, s3;

@@ -1088,6 +1088,16 @@ Status Loader::SetShares(double ratio, const std::vector<double>& worker_shares)
   return absl::OkStatus();
 }
 
+Status Loader::SetLocalSpillOver(bool spill_over) {
+  Impl& d = *impl_;
+  if (d.local || d.coordinator == nullptr) {
+    return absl::FailedPreconditionError(
+        "this Loader runs the local pipeline; offloading needs a new Loader");
+  }
+  d.coordinator->SetSpillOver(0, spill_over);  // consumer 0 is the local side
+  return absl::OkStatus();
+}
+
 const Schema& Loader::output_schema() const {
   return impl_->root->schema();
 }

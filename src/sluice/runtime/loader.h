@@ -145,6 +145,9 @@ class Loader {
   // (created without workers or with ratio 0: offloading needs a new Loader).
   // Thread-safe.
   Status SetShares(double ratio, const std::vector<double>& worker_shares);
+  // LoaderOptions::local_spill_over from now on, without a new Loader. FailedPrecondition
+  // for a Loader running the local pipeline.
+  Status SetLocalSpillOver(bool spill_over);
 
   const Schema& output_schema() const;
   int64_t samples_per_epoch() const;

@@ -321,6 +321,7 @@ TEST_F(LoaderTest, SetSharesNeedsAnOffloadingLoaderAndValidShares) {
   auto local = Loader::Create(spec, LoaderOptions{});
   ASSERT_TRUE(local.ok()) << local.status();
   EXPECT_EQ((*local)->SetShares(0.5, {}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*local)->SetLocalSpillOver(false).code(), absl::StatusCode::kFailedPrecondition);
 
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);
@@ -330,6 +331,7 @@ TEST_F(LoaderTest, SetSharesNeedsAnOffloadingLoaderAndValidShares) {
   EXPECT_EQ((*loader)->SetShares(0.5, {1, 2}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE((*loader)->SetShares(0.25, {3}).ok());
   EXPECT_DOUBLE_EQ((*loader)->Report().ratio, 0.25);
+  EXPECT_TRUE((*loader)->SetLocalSpillOver(false).ok());
 }
 
 TEST_F(LoaderTest, WithoutSpillOverEverySampleStillArrivesOnce) {
