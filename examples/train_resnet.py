@@ -58,11 +58,12 @@ def sluice_binary():
     return str(candidate) if candidate.exists() else shutil.which("sluice")
 
 
-def spawn_worker():
+def spawn_worker(data_root):
     binary = sluice_binary()
     if binary is None:
         raise SystemExit("train_resnet: --spawn-worker needs the sluice binary (SLUICE_BUILD_DIR)")
-    proc = subprocess.Popen([binary, "worker", "--listen", "127.0.0.1:0", "--threads", "1"],
+    proc = subprocess.Popen([binary, "worker", "--listen", "127.0.0.1:0", "--threads", "1",
+                             "--data-root", str(data_root)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     m = re.search(r"listening on (\S+)", proc.stdout.readline())
     if not m:
@@ -88,14 +89,14 @@ def main():
     torch.set_num_threads(args.threads)
 
     tmp = pathlib.Path(args.data) if args.data else pathlib.Path(
-        tempfile.mkdtemp(prefix="sluice-train-"))
+        tempfile.mkdtemp(prefix="sluice-train-")).resolve()
     worker = None
     try:
         if not (tmp / "data").exists():
             make_images(tmp / "data", args.images, seed=1)
         workers = [w for w in args.workers.split(",") if w]
         if args.spawn_worker:
-            worker, address = spawn_worker()
+            worker, address = spawn_worker(tmp)
             workers.append(address)
         spec = (sluice.files(str(tmp / "data" / "**" / "*.jpg"), label="parent_dir",
                              shuffle=True, seed=42)

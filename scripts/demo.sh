@@ -103,11 +103,15 @@ if [ "$ran_testbed" = 0 ]; then
   # with one pipeline thread. The machine's cores are shared, so the gain is smaller than
   # on the testbed's separate CPUs.
   PORT=${DEMO_PORT:-7731}
-  echo "demo: sluice worker --listen 127.0.0.1:$PORT --threads 1 (a local process)"
-  "$SLUICE" worker --listen "127.0.0.1:$PORT" --threads 1 > "$OUT/worker.log" 2>&1 &
+  # The worker reads only under its data root; the trainer names the files by their
+  # absolute paths, which lie in it.
+  DATA_ABS=$(cd "$DATA" && pwd)
+  echo "demo: sluice worker --listen 127.0.0.1:$PORT --threads 1 --data-root $DATA_ABS (a local process)"
+  "$SLUICE" worker --listen "127.0.0.1:$PORT" --threads 1 --data-root "$DATA_ABS" \
+    > "$OUT/worker.log" 2>&1 &
   WORKER=$!
   trap 'kill $WORKER 2>/dev/null || true' EXIT
-  TRAIN=("$SLUICE" train "$PIPELINE" --files "$DATA/**/*.jpg" --accelerator-ms 20 --steps 60
+  TRAIN=("$SLUICE" train "$PIPELINE" --files "$DATA_ABS/**/*.jpg" --accelerator-ms 20 --steps 60
          --epochs -1 --threads 1 --metric-store "$OUT/metric-store")
   echo "demo: ${TRAIN[*]} --policy none"
   "${TRAIN[@]}" --policy none --json "$OUT/train-none.json" > "$OUT/train-none.log"

@@ -306,40 +306,104 @@ TEST_F(AutoplanTest, AWorkerKilledMidRunTriggersAReplanAndTheEpochStaysExact) {
   EXPECT_FALSE(j["plan"]["offload"].get<bool>()) << j["plan"].dump(2);
 }
 
+// A worker that comes up after the first plan is planned in. The run's length must not
+// decide whether the join is seen (a fast machine finishes a fixed number of epochs before
+// the re-plan): the trainer trains until stopped, the test waits for the decision in the
+// --events stream, then stops it with SIGTERM, which still writes the report.
 TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   const int port = FreePort();
   const std::string address = absl::StrCat("127.0.0.1:", port);
   const std::string json_path = (dir_->path() / "joined.json").string();
+  const fs::path events = dir_->path() / "joined.events";
   const fs::path out = dir_->path() / "joined.out";
   const fs::path err = dir_->path() / "joined.err";
+  const std::string endless = (dir_->path() / "endless.yaml").string();
+  std::ofstream(endless) << HeavyPipelineYaml(dir_->path(), /*epochs=*/-1);
   const pid_t pid = SpawnSluice(
-      {"train", *long_spec_path_, "--workers", address, "--policy", "sluice", "--accelerator-ms",
-       "1", "--threads", "1", "--measure-s", "0.4", "--metric-store", "off", "--connect-timeout",
-       "0.3", "--dump-checksum", "--json", json_path},
+      {"train", endless, "--workers", address, "--policy", "sluice", "--accelerator-ms", "1",
+       "--steps", "100000000", "--threads", "1", "--measure-s", "0.4", "--metric-store", "off",
+       "--connect-timeout", "0.3", "--dump-checksum", "--json", json_path, "--events",
+       events.string()},
       out, err);
   ASSERT_GT(pid, 0);
+  // The decisions so far, from the events file (complete lines only).
+  const auto decisions = [&] {
+    std::vector<nlohmann::json> all;
+    std::istringstream lines(ReadAll(events));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (!lines.eof()) all.push_back(nlohmann::json::parse(line, nullptr, false));
+    }
+    return all;
+  };
+  const auto offloads_to_worker = [&](const nlohmann::json& e) {
+    if (e.is_discarded() || !e["plan"]["offload"].get<bool>()) return false;
+    for (const nlohmann::json& w : e["plan"]["workers"]) {
+      if (w["address"] == address) return true;
+    }
+    return false;
+  };
   // Nothing listens at first: the first plan is all-local. Then the worker comes up.
-  const bool planned =
-      WaitFor([&] { return ReadAll(err).find("initial: none") != std::string::npos; }, 60);
+  const bool planned = WaitFor([&] { return !decisions().empty(); }, 120);
   std::unique_ptr<WorkerProcess> worker;
-  if (planned) worker = WorkerProcess::Start(dir_->path(), port, 2);
+  bool joined = false;
+  if (planned) {
+    worker = WorkerProcess::Start(dir_->path(), port, 2);
+    joined = WaitFor(
+        [&] {
+          for (const nlohmann::json& e : decisions()) {
+            if (e["kind"] == "replan" && offloads_to_worker(e)) return true;
+          }
+          return false;
+        },
+        180);
+  }
+  kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(planned) << ReadAll(err);
   ASSERT_NE(worker, nullptr);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0) << ReadAll(err);
-  EXPECT_EQ(ReadAll(out), *long_digests_);
+  EXPECT_TRUE(joined) << ReadAll(events) << ReadAll(err);
+  ASSERT_TRUE(WIFEXITED(status)) << ReadAll(err);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << ReadAll(err);
+  const std::vector<nlohmann::json> all = decisions();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front()["kind"], "initial");
+  EXPECT_FALSE(all.front()["plan"]["offload"].get<bool>()) << all.front().dump(2);
+  // The report says the run was stopped, and its timeline holds the same join.
   const nlohmann::json j = Json(json_path);
-  bool joined = false;
-  for (const nlohmann::json& e : j["timeline"]) {
-    if (e["kind"] == "replan" &&
-        e["reason"].get<std::string>().find("joined") != std::string::npos) {
-      joined = true;
-      EXPECT_TRUE(e["plan"]["offload"].get<bool>()) << e.dump(2);
-    }
+  EXPECT_EQ(j["stopped_by"], "Terminated");
+  bool in_report = false;
+  for (const nlohmann::json& e : j["timeline"]) in_report |= offloads_to_worker(e);
+  EXPECT_TRUE(in_report) << j["timeline"].dump(2);
+  EXPECT_GT(j["places"]["workers"][0]["samples"].get<int64_t>(), 0);
+  // Exactly once across the switch: every sample of the epochs a local run covers has the
+  // local run's content, and every epoch but the last two reached is complete.
+  std::map<std::string, std::string> local;  // "epoch index" -> digest
+  std::istringstream local_lines(*long_digests_);
+  std::string e, i, d;
+  while (local_lines >> e) {
+    if (e == "all") break;
+    local_lines >> i >> d;
+    local[e + " " + i] = d;
   }
-  EXPECT_TRUE(joined) << j["timeline"].dump(2) << ReadAll(err);
+  std::map<int, int> per_epoch;
+  std::istringstream got(ReadAll(out));
+  int checked = 0;
+  while (got >> e) {
+    if (e == "all") break;
+    got >> i >> d;
+    ++per_epoch[std::stoi(e)];
+    auto it = local.find(e + " " + i);
+    if (it == local.end()) continue;  // an epoch past the local run's 16
+    EXPECT_EQ(it->second, d) << "sample " << e << " " << i;
+    ++checked;
+  }
+  ASSERT_FALSE(per_epoch.empty());
+  EXPECT_GT(checked, 0);
+  const int last = per_epoch.rbegin()->first;
+  // (The epoch before the last may still have had splits in flight when the stop came.)
+  for (int epoch = 0; epoch + 1 < last; ++epoch) EXPECT_EQ(per_epoch[epoch], 240) << epoch;
 }
 
 TEST_F(AutoplanTest, FastFlowNeedsWorkers) {

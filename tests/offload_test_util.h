@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -132,9 +133,10 @@ inline int FreePort() {
 // A `sluice worker` process. Killed (SIGKILL) and reaped when destroyed.
 class WorkerProcess {
  public:
-  // Starts `sluice worker --listen 127.0.0.1:<port> --threads <threads> <extra...>` (port 0:
-  // any) and waits up to 30 s for its "listening on" line. Returns null (with a test failure) if it
-  // does not come up.
+  // Starts `sluice worker --listen 127.0.0.1:<port> --threads <threads> --data-root <scratch>
+  // <extra...>` (port 0: any; an explicit --data-root in `extra` replaces the scratch folder,
+  // `--data-root ""` starts a worker that reads no files) and waits up to 30 s for its
+  // "listening on" line. Returns null (with a test failure) if it does not come up.
   static std::unique_ptr<WorkerProcess> Start(const fs::path& scratch, int port = 0,
                                               int threads = 1,
                                               const std::vector<std::string>& extra = {}) {
@@ -146,6 +148,10 @@ class WorkerProcess {
     std::vector<std::string> words = {SLUICE_BINARY, "worker",
                                       "--listen",    absl::StrCat("127.0.0.1:", port),
                                       "--threads",   std::to_string(threads)};
+    if (std::find(extra.begin(), extra.end(), "--data-root") == extra.end()) {
+      words.push_back("--data-root");
+      words.push_back(scratch.string());
+    }
     words.insert(words.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& s : words) argv.push_back(s.data());

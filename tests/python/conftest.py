@@ -72,11 +72,11 @@ def free_port():
 
 
 class Worker:
-    """A `sluice worker` subprocess on 127.0.0.1."""
+    """A `sluice worker` subprocess on 127.0.0.1 that reads files under `data_root`."""
 
-    def __init__(self, binary, threads=1):
+    def __init__(self, binary, data_root, threads=1):
         self.proc = subprocess.Popen([str(binary), "worker", "--listen", "127.0.0.1:0",
-                                      "--threads", str(threads)],
+                                      "--threads", str(threads), "--data-root", str(data_root)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+)", line)
@@ -99,18 +99,18 @@ class Worker:
 
 
 @pytest.fixture()
-def worker(binary):
-    w = Worker(binary)
+def worker(binary, tmp_path_factory):
+    w = Worker(binary, tmp_path_factory.getbasetemp())
     yield w
     w.stop()
 
 
 @pytest.fixture()
-def start_worker(binary):
+def start_worker(binary, tmp_path_factory):
     started = []
 
     def start(threads=1):
-        w = Worker(binary, threads)
+        w = Worker(binary, tmp_path_factory.getbasetemp(), threads)
         started.append(w)
         return w
     yield start

@@ -3,6 +3,7 @@
 // (`auto`, the default: measure, plan, switch, keep adapting) or the FastFlow baseline.
 // Reports throughput, the prep-stall fraction, where the samples were processed, the plan in
 // force at the end and, for the planners, every decision (the timeline) and what was measured.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,28 @@
 
 namespace sluice::cli {
 namespace {
+
+// SIGINT/SIGTERM end the training loop before its next step: the report is still printed
+// and written, and the exit status is 128 + the signal's number. A second signal kills as
+// usual (SA_RESETHAND), for a loop stuck waiting on its data.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+void CatchStopSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // A parent that blocked them (a runner waiting in sigwait) passes the mask on.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
 
 constexpr const char* kCommand = "train";
 
@@ -133,6 +156,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   int64_t threads = 0;
   std::string files;
   std::string json_path;
+  std::string events_path;
   double connect_timeout_s = 5;
   bool dump_checksum = false;
 
@@ -170,6 +194,8 @@ int TrainCommand(const std::vector<std::string>& args) {
                1000000);
   flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
+  flags.AddString("events", &events_path, "OUT",
+                  "sluice/auto: append each decision to OUT as it is made (JSON lines)");
   flags.AddDouble("connect-timeout", &connect_timeout_s, "S",
                   "seconds to wait for a worker at start", 0.05, 600);
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
@@ -276,6 +302,17 @@ int TrainCommand(const std::vector<std::string>& args) {
                              p.elapsed_s > 0 ? 100 * p.stall_s / p.elapsed_s : 0.0, p.elapsed_s));
   };
   if (dump_checksum) train.on_batch = [&](const Element& batch) { digests.Add(batch); };
+  CatchStopSignals();
+  train.stop = [] { return g_stop_signal != 0; };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> events(nullptr, &std::fclose);
+  if (!events_path.empty()) {
+    events.reset(std::fopen(events_path.c_str(), "a"));
+    if (events == nullptr) {
+      std::fprintf(stderr, "sluice %s: --events: cannot open '%s': %s\n", kCommand,
+                   events_path.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+  }
   const auto note = [&](const std::string& message) {
     progress.Finish();
     std::fprintf(stderr, "sluice %s: %s\n", kCommand, message.c_str());
@@ -305,6 +342,14 @@ int TrainCommand(const std::vector<std::string>& args) {
     ao.base = options;
     ao.measure_s = measure_s;
     ao.log = note;
+    if (events != nullptr) {
+      ao.on_decision = [&events](const policy::TimelineEntry& entry) {
+        nlohmann::json j = EntryJson(entry);
+        j["event"] = "decision";
+        std::fprintf(events.get(), "%s\n", j.dump().c_str());
+        std::fflush(events.get());
+      };
+    }
     if (metric_store != "off") {
       policy::MetricStoreOptions mo;
       mo.dir = metric_store;
@@ -428,7 +473,10 @@ int TrainCommand(const std::vector<std::string>& args) {
                "(%.2f s waiting for data, %.2f s stepping)%s\n",
                static_cast<long long>(result.steps), static_cast<long long>(result.samples),
                result.wall_s, result.samples_per_s(), 100 * result.stall_fraction(), result.stall_s,
-               result.compute_s, result.data_ended ? " [the data ended before --steps]" : "");
+               result.compute_s,
+               result.data_ended ? " [the data ended before --steps]"
+               : result.stopped  ? absl::StrCat(" [stopped by ", strsignal(g_stop_signal), "]").c_str()
+                                 : "");
   if (planned.has_value()) {
     std::fprintf(out, "plan: %s -> %s\n", policy.ToString().c_str(),
                  planned->PolicyString().c_str());
@@ -484,6 +532,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["accelerator_ms"] = accelerator_ms;
     j["threads"] = report.threads;
     j["data_ended"] = result.data_ended;
+    j["stopped_by"] = result.stopped ? nlohmann::json(strsignal(g_stop_signal)) : nlohmann::json();
     j["fingerprint"] = pipeline::Fingerprint(spec);
     nlohmann::json workers = nlohmann::json::array();
     for (const runtime::WorkerReport& w : report.workers) {
@@ -507,7 +556,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       return kExitRuntime;
     }
   }
-  return kExitOk;
+  return result.stopped ? 128 + g_stop_signal : kExitOk;
 }
 
 }  // namespace sluice::cli

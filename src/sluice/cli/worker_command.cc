@@ -3,12 +3,14 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
+#include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/testbed/scenario.h"
 
@@ -34,7 +36,17 @@ int WorkerCommand(const std::vector<std::string>& args) {
   flags.AddString("listen", &options.listen, "HOST:PORT",
                   "address to serve on (port 0: any free port)");
   flags.AddString("data-root", &options.worker.data_root, "DIR",
-                  "read_file paths resolve under DIR; absolute paths must lie in it");
+                  "every file an op reads resolves under DIR; absolute paths must lie in it "
+                  "(without it the worker reads no files: read=local only)");
+  flags.AddBool("allow-symlinks-out", &options.worker.allow_symlinks_out,
+                "follow symlinks under --data-root that lead out of it");
+  int64_t max_image_pixels = options.worker.limits.max_image_pixels;
+  int64_t max_file_bytes = options.worker.limits.max_file_bytes;
+  flags.AddInt("max-image-pixels", &max_image_pixels, "N",
+               "largest image a decoder accepts, in pixels (width x height)", 1,
+               pipeline::Options::kMaxImagePixelsCap);
+  flags.AddInt("max-file-bytes", &max_file_bytes, "N", "largest file an op reads", 1,
+               pipeline::Options::kMaxFileBytesCap);
   flags.AddInt("threads", &threads, "N", "worker threads (0: the CPU budget)", 0, 4096);
   flags.AddString("token-file", &token_file, "FILE",
                   "require 'authorization: Bearer <token>' with the token in FILE");
@@ -71,6 +83,17 @@ int WorkerCommand(const std::vector<std::string>& args) {
     return UsageError("worker", "takes no positional arguments", flags.Usage());
   }
   options.worker.threads = static_cast<int>(threads);
+  options.worker.limits.max_image_pixels = max_image_pixels;
+  options.worker.limits.max_file_bytes = max_file_bytes;
+  if (!options.worker.data_root.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options.worker.data_root, ec)) {
+      return UsageError("worker",
+                        absl::StrCat("--data-root: '", options.worker.data_root,
+                                     "' is not a folder this process can see"),
+                        flags.Usage());
+    }
+  }
   options.worker.max_sessions = static_cast<int>(max_sessions);
   options.worker.max_message_bytes = static_cast<size_t>(max_message_bytes);
   options.worker.max_session_bytes = static_cast<size_t>(max_session_bytes);
@@ -95,6 +118,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
               options.tls_cert_file.empty() ? "plaintext" : "TLS",
               options.token.empty() ? "" : ", token required");
   std::fflush(stdout);
+  if (options.worker.data_root.empty()) {
+    std::fprintf(stderr,
+                 "sluice worker: no --data-root: this worker reads no files; it serves "
+                 "read=local sessions only\n");
+  }
   if (!IsLoopbackListenAddress(options.listen) && options.token.empty() &&
       options.tls_cert_file.empty()) {
     std::fprintf(stderr,

@@ -21,6 +21,7 @@
 #include "sluice/core/element.h"
 #include "sluice/core/rng.h"
 #include "sluice/core/status.h"
+#include "sluice/ops/storage.h"
 
 namespace sluice::ops {
 
@@ -52,6 +53,9 @@ struct OpSchema {
   std::vector<ArgSchema> args;
   // Draws from the identity-seeded RNG (so its output depends on SampleId).
   bool random = false;
+  // Reads files through OpContext::env->storage (a worker without --data-root refuses
+  // sessions that would run such an op).
+  bool reads_files = false;
 
   const ArgSchema* FindArg(std::string_view arg_name) const;
 };
@@ -91,6 +95,9 @@ StatusOr<Args> BindArgs(const OpSchema& schema, const std::map<std::string, ArgV
 struct OpContext {
   uint64_t seed = 0;  // the pipeline's seed
   int position = 0;   // index in the spec's `ops` list
+  // Where the op runs: the storage files are read through and the input limits. Never null;
+  // outlives the op.
+  const OpEnv* env = &DefaultOpEnv();
 
   // The identity-seeded generator for `element` at this op.
   Rng MakeRng(const Element& element) const {

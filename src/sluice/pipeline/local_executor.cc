@@ -50,8 +50,10 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   ex->samples_per_epoch_ = SamplesPerEpoch(*ex->files_, spec.take);
   const bool with_label = spec.source.label == LabelMode::kParentDir;
 
-  SLUICE_ASSIGN_OR_RETURN(BuiltOps built, BuildOps(spec.ops, spec.source.seed, registry,
-                                                   SourceSchema(spec.source.label)));
+  SLUICE_ASSIGN_OR_RETURN(BuiltOps built,
+                          BuildOps(spec.ops, spec.source.seed, registry,
+                                   SourceSchema(spec.source.label), 0,
+                                   LocalEnv(spec.options.limits)));
   ex->stats_ = std::make_unique<PipelineStats>();
   ex->stats_->Init(built.names);
 

@@ -45,6 +45,7 @@ std::vector<MapStage> MakeStages(const BuiltOps& built, PipelineStats* stats, in
     s.context = built.contexts[i];
     s.label = built.Label(i);
     s.counters = stats != nullptr ? &stats->op(i) : nullptr;
+    s.env = built.env;
     stages.push_back(std::move(s));
   }
   return stages;

@@ -45,6 +45,9 @@ struct MapStage {
   ops::OpContext context;
   std::string label;               // "ops[3].normalize", used in errors
   OpCounters* counters = nullptr;  // may be null (no accounting)
+  // Keeps what context.env points at alive for as long as the stage (the BuiltOps the stage
+  // came from may be gone: executors keep only its ops).
+  std::shared_ptr<const ops::OpEnv> env;
 };
 
 // Stages for ops [begin, end) of `built` (end < 0: to the last op), counted in

@@ -41,7 +41,8 @@ constexpr const char* kSourceKeys[] = {"files", "manifest", "label", "shuffle", 
 constexpr const char* kBatchKeys[] = {"size", "drop_remainder"};
 constexpr const char* kPaddedBatchKeys[] = {"size", "drop_remainder", "padding_value",
                                             "padding_values"};
-constexpr const char* kOptionKeys[] = {"deterministic", "threads", "on_error"};
+constexpr const char* kOptionKeys[] = {"deterministic", "threads", "on_error",
+                                       "max_image_pixels", "max_file_bytes"};
 
 // ---------------------------------------------------------------------------------------------
 // Small text helpers.
@@ -540,6 +541,14 @@ class Parser {
     return absl::OkStatus();
   }
 
+  StatusOr<int64_t> ReadBounded(const Value& v, int64_t lo, int64_t hi) const {
+    SLUICE_ASSIGN_OR_RETURN(int64_t n, ReadInt(v));
+    if (n < lo || n > hi) {
+      return Error(v, absl::StrCat("must be in [", lo, ", ", hi, "], got ", n));
+    }
+    return n;
+  }
+
   Status ParseOptions(const Value& value, Options* options) {
     if (value.node.IsNull()) return absl::OkStatus();
     if (!value.node.IsMap()) return TypeError(value, "a map");
@@ -564,6 +573,12 @@ class Parser {
       } else if (entry.key == "on_error") {
         SLUICE_ASSIGN_OR_RETURN(std::string on_error, ReadChoice(v, {"fail", "skip"}));
         options->on_error = on_error == "skip" ? OnError::kSkip : OnError::kFail;
+      } else if (entry.key == "max_image_pixels") {
+        SLUICE_ASSIGN_OR_RETURN(options->limits.max_image_pixels,
+                                ReadBounded(v, 1, Options::kMaxImagePixelsCap));
+      } else if (entry.key == "max_file_bytes") {
+        SLUICE_ASSIGN_OR_RETURN(options->limits.max_file_bytes,
+                                ReadBounded(v, 1, Options::kMaxFileBytesCap));
       }
     }
     return absl::OkStatus();
@@ -753,6 +768,15 @@ Json ToJson(const PipelineSpec& spec) {
   root["options"] = Json::object({{"deterministic", spec.options.deterministic},
                                   {"threads", std::move(threads)},
                                   {"on_error", OnErrorName(spec.options.on_error)}});
+  // The input limits are written only when changed: they bound what a sample may cost, not
+  // what a pipeline computes, so they stay out of the fingerprint of existing specs.
+  const ops::InputLimits defaults;
+  if (spec.options.limits.max_image_pixels != defaults.max_image_pixels) {
+    root["options"]["max_image_pixels"] = spec.options.limits.max_image_pixels;
+  }
+  if (spec.options.limits.max_file_bytes != defaults.max_file_bytes) {
+    root["options"]["max_file_bytes"] = spec.options.limits.max_file_bytes;
+  }
   return root;
 }
 
@@ -860,8 +884,15 @@ std::string ToYaml(const PipelineSpec& spec) {
   absl::StrAppend(&out, "take: ", spec.take, "\n");
   std::string threads = spec.options.threads == 0 ? "auto" : absl::StrCat(spec.options.threads);
   absl::StrAppend(&out, "options: {deterministic: ", spec.options.deterministic ? "true" : "false",
-                  ", threads: ", threads, ", on_error: ", OnErrorName(spec.options.on_error),
-                  "}\n");
+                  ", threads: ", threads, ", on_error: ", OnErrorName(spec.options.on_error));
+  const ops::InputLimits defaults;
+  if (spec.options.limits.max_image_pixels != defaults.max_image_pixels) {
+    absl::StrAppend(&out, ", max_image_pixels: ", spec.options.limits.max_image_pixels);
+  }
+  if (spec.options.limits.max_file_bytes != defaults.max_file_bytes) {
+    absl::StrAppend(&out, ", max_file_bytes: ", spec.options.limits.max_file_bytes);
+  }
+  absl::StrAppend(&out, "}\n");
   return out;
 }
 
@@ -892,7 +923,9 @@ bool operator==(const BatchSpec& a, const BatchSpec& b) {
 }
 
 bool operator==(const Options& a, const Options& b) {
-  return a.deterministic == b.deterministic && a.threads == b.threads && a.on_error == b.on_error;
+  return a.deterministic == b.deterministic && a.threads == b.threads &&
+         a.on_error == b.on_error && a.limits.max_image_pixels == b.limits.max_image_pixels &&
+         a.limits.max_file_bytes == b.limits.max_file_bytes;
 }
 
 bool operator==(const PipelineSpec& a, const PipelineSpec& b) {

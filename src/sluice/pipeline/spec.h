@@ -45,9 +45,17 @@ struct BatchSpec {
 };
 
 struct Options {
+  // Largest values accepted for the input limits: far above any real image or file, low
+  // enough that sizes derived from them (pixels x channels x 8 bytes) cannot overflow.
+  static constexpr int64_t kMaxImagePixelsCap = int64_t{1} << 36;
+  static constexpr int64_t kMaxFileBytesCap = int64_t{1} << 40;
+
   bool deterministic = false;  // fixed output order for a given seed
   int threads = 0;             // 0: auto (the CPU budget)
   OnError on_error = OnError::kFail;
+  // max_image_pixels / max_file_bytes: what one sample may make a decoder or a read
+  // allocate (ops/storage.h). A worker applies the smaller of these and its own flags.
+  ops::InputLimits limits;
 };
 
 struct PipelineSpec {

@@ -292,7 +292,7 @@ TEST(SpecErrorTest, UnknownKeyInsideASection) {
             "drop_remainder)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "options: {thread: 4}\n"),
             "pipe.yaml:2:11: options.thread: unknown key, did you mean 'threads'? (known keys: "
-            "deterministic, threads, on_error)");
+            "deterministic, threads, on_error, max_image_pixels, max_file_bytes)");
 }
 
 TEST(SpecErrorTest, DuplicateKey) {

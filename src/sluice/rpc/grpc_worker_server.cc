@@ -180,14 +180,9 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     if (!request->check_path().empty()) {
       // Whether remote_read can work here: the trainer's first source file, mapped under
       // the data root as read_file would, must be readable.
-      StatusOr<std::string> mapped =
-          MapUnderDataRoot(service_->options().data_root, request->check_path());
-      if (!mapped.ok()) {
+      if (Status readable = service_->CheckReadable(request->check_path()); !readable.ok()) {
         response->set_path_readable(2);
-        response->set_path_error(std::string(mapped.status().message()));
-      } else if (access(mapped->c_str(), R_OK) != 0) {
-        response->set_path_readable(2);
-        response->set_path_error(absl::StrCat("cannot read '", *mapped, "': ", std::strerror(errno)));
+        response->set_path_error(std::string(readable.message()));
       } else {
         response->set_path_readable(1);
       }

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,8 +21,13 @@ namespace {
 using test::TempDir;
 using ::testing::HasSubstr;
 
+// A worker on loopback; unless the test chose one, its data root is the temp folder the
+// tests' data sets are written under.
 std::unique_ptr<GrpcWorkerServer> StartServer(ServerOptions options) {
   options.listen = "127.0.0.1:0";
+  if (options.worker.data_root.empty()) {
+    options.worker.data_root = std::filesystem::temp_directory_path().string();
+  }
   auto server = GrpcWorkerServer::Start(std::move(options));
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;

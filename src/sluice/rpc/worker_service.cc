@@ -1,12 +1,18 @@
 #include "sluice/rpc/worker_service.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
+#include "sluice/ops/storage.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/rpc/read_limiter.h"
 
@@ -27,6 +33,8 @@ struct WorkerSession::Shared {
   bool shutdown ABSL_GUARDED_BY(mu) = false;
   std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
   std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
+  // Set once at construction: every file an op reads on this worker goes through it.
+  std::unique_ptr<ops::Storage> storage;
 
   // The number of tasks one session may run at once: a fair share of the pool.
   size_t Share() {
@@ -63,22 +71,6 @@ Codec ToCodec(Compression compression) {
       return Codec::kZstd;
   }
   return Codec::kNone;
-}
-
-StatusOr<std::string> MapUnderDataRoot(const std::string& data_root, std::string_view path) {
-  namespace fs = std::filesystem;
-  if (data_root.empty()) return std::string(path);
-  if (path.empty()) return absl::InvalidArgumentError("the file path is empty");
-  const fs::path root = fs::path(data_root).lexically_normal();
-  fs::path p(path);
-  fs::path full = (p.is_absolute() ? p : root / p).lexically_normal();
-  // Inside the root iff the path relative to it does not climb out.
-  const fs::path rel = full.lexically_relative(root);
-  if (rel.empty() || *rel.begin() == "..") {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "path '", Av(path), "' is outside the worker's data root '", root.string(), "'"));
-  }
-  return full.string();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -236,33 +228,7 @@ void WorkerSession::MaybeScheduleLocked() {
 }
 
 Status WorkerSession::Process(Element& element) const {
-  for (const Segment& segment : segments_) {
-    if (!segment.read_file) {
-      SLUICE_RETURN_IF_ERROR(pipeline::ApplyStages(segment.stages, element));
-      continue;
-    }
-    // Map the path under the data root for read_file only; the field keeps its value.
-    Tensor original = element.tensors[segment.path_index];
-    auto mapped = MapUnderDataRoot(data_root_, original.bytes());
-    if (!mapped.ok()) {
-      if (segment.stages[0].counters != nullptr) {
-        segment.stages[0].counters->errors.fetch_add(1, std::memory_order_relaxed);
-      }
-      return Status(mapped.status().code(),
-                    absl::StrCat(segment.stages[0].label, ": ", element.origin, ": ",
-                                 mapped.status().message()));
-    }
-    if (shared_->read_limiter != nullptr) {
-      std::error_code ec;
-      const auto size = std::filesystem::file_size(*mapped, ec);
-      if (!ec) shared_->read_limiter->Acquire(static_cast<int64_t>(size));
-    }
-    element.tensors[segment.path_index] = Tensor::FromBytes(*mapped);
-    Status s = pipeline::ApplyStages(segment.stages, element);
-    element.tensors[segment.path_index] = std::move(original);
-    SLUICE_RETURN_IF_ERROR(s);
-  }
-  return absl::OkStatus();
+  return pipeline::ApplyStages(stages_, element);
 }
 
 void WorkerSession::RunOne() {
@@ -539,14 +505,24 @@ WorkerService::WorkerService(WorkerOptions options)
     std::filesystem::path root = std::filesystem::absolute(options_.data_root, ec);
     if (!ec) options_.data_root = root.lexically_normal().string();
   }
+  if (options_.read_limit_bytes_per_s > 0) {
+    shared_->read_limiter = std::make_unique<ReadLimiter>(options_.read_limit_bytes_per_s);
+  }
+  if (options_.data_root.empty()) {
+    shared_->storage = ops::MakeNoStorage(
+        "this worker was started without --data-root (it serves read=local sessions only)");
+  } else {
+    ReadLimiter* limiter = shared_->read_limiter.get();
+    shared_->storage = ops::MakeConfinedStorage(
+        options_.data_root, options_.allow_symlinks_out,
+        limiter == nullptr ? std::function<void(int64_t)>()
+                           : [limiter](int64_t bytes) { limiter->Acquire(bytes); });
+  }
   const CpuBudget budget = ProbeCpuBudget();
   const int threads = options_.threads > 0 ? options_.threads : budget.threads();
   cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
   shared_->threads = threads;
   shared_->max_sessions = options_.max_sessions;
-  if (options_.read_limit_bytes_per_s > 0) {
-    shared_->read_limiter = std::make_unique<ReadLimiter>(options_.read_limit_bytes_per_s);
-  }
   pool_ = std::make_unique<ThreadPool>(threads, "sluice-worker");
   std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->pool = pool_.get();
@@ -571,6 +547,23 @@ WorkerInfo WorkerService::Info() const {
   info.cpu_budget = options_.threads > 0 ? std::min<double>(cpus, options_.threads) : cpus;
   info.threads = shared_->threads;
   return info;
+}
+
+Status WorkerService::CheckReadable(std::string_view path) const {
+  SLUICE_ASSIGN_OR_RETURN(std::string resolved, shared_->storage->Resolve(path));
+  struct stat st;
+  if (::stat(resolved.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read '", Av(path), "': ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", Av(path), "' is not a regular file"));
+  }
+  if (::access(resolved.c_str(), R_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot read '", Av(path), "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 int WorkerService::open_sessions() const {
@@ -640,11 +633,33 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
                      local_read ? " in local_read mode" : "", ", or -1 for after batch"));
   }
 
+  // Ops on this worker read through its storage (confined to --data-root, or none at all)
+  // under its own limits; a spec may lower a limit, never raise it past the worker's.
+  auto env = std::make_shared<ops::OpEnv>();
+  env->storage = shared_->storage.get();
+  env->limits.max_image_pixels =
+      std::min(options_.limits.max_image_pixels, spec.options.limits.max_image_pixels);
+  env->limits.max_file_bytes =
+      std::min(options_.limits.max_file_bytes, spec.options.limits.max_file_bytes);
+  // A session that would read files on a worker that reads none is refused now, not on
+  // every sample.
+  if (options_.data_root.empty()) {
+    for (int i = first_op; i < end_op; ++i) {
+      const ops::OpDef* def = options_.registry->Find(spec.ops[i].name);
+      if (def != nullptr && def->schema.reads_files) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ops[", i, "].", spec.ops[i].name,
+            " would read files on this worker, which was started without --data-root: it "
+            "serves read=local sessions only, with no file-reading op after the cut"));
+      }
+    }
+  }
+
   // Every op is built, although only [first_op, end_op) runs here: a decoder before the cut
   // must learn about the crop or resize after it (SetScaleConsumer) exactly as in the
   // trainer, or it would decode at another scale and the pixels would differ.
   auto built = pipeline::BuildOps(spec.ops, spec.source.seed, *options_.registry,
-                                  pipeline::SourceSchema(spec.source.label));
+                                  pipeline::SourceSchema(spec.source.label), 0, std::move(env));
   if (!built.ok()) {
     return Status(built.status().code(),
                   absl::StrCat("spec rejected by the worker: ", built.status().message()));
@@ -691,27 +706,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   s.metrics_interval_ns_ =
       std::max<int64_t>(1000000, static_cast<int64_t>(options_.metrics_interval_s * 1e9));
   s.next_metrics_ns_ = NowNanos() + s.metrics_interval_ns_;
-  s.data_root_ = local_read ? std::string() : options_.data_root;
-
-  // Stages of ops [first_op, end_op), grouped so each read_file op (whose path is mapped
-  // under the data root) runs on its own.
-  std::vector<pipeline::MapStage> stages =
-      pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
-  for (pipeline::MapStage& stage : stages) {
-    const int pos = stage.context.position;
-    const bool mapped = !s.data_root_.empty() && s.built_.names[pos] == "read_file";
-    if (mapped) {
-      WorkerSession::Segment seg;
-      seg.read_file = true;
-      const ops::Op& op = *s.built_.ops[pos];
-      seg.path_index = op.input_schema().IndexOf(op.args().String("field"));
-      seg.stages.push_back(stage);
-      s.segments_.push_back(std::move(seg));
-    } else {
-      if (s.segments_.empty() || s.segments_.back().read_file) s.segments_.emplace_back();
-      s.segments_.back().stages.push_back(stage);
-    }
-  }
+  s.stages_ = pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
 
   std::lock_guard<std::mutex> lock(shared_->mu);
   if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");

@@ -23,12 +23,13 @@
 // larger than the window still passes. The bound is exact for samples of equal output
 // size and approximate otherwise (the estimate is the largest output seen so far).
 //
-// Paths under --data-root (remote_read): the path a read_file op reads is resolved on the
-// worker: a relative path is taken relative to the data root, an absolute path must lie
-// under it, and a path that leaves it (after resolving "." and "..") fails that sample
-// with "path ... is outside the worker's data root ...". The path field itself is passed on
-// unchanged, so the output is identical to a local run. Without a data root, paths are used
-// as given, relative to the worker's working directory.
+// Files (ops/storage.h): every file any op reads on the worker — read_file in remote_read
+// mode, a read_file after the cut in either mode, read_box's sidecars — is resolved under
+// --data-root: a relative path is taken relative to the root, an absolute path must lie
+// under it, and a path or (unless allow_symlinks_out) a symlink that leaves it fails that
+// sample with "path ... is outside the worker's data root ...". The path field itself is
+// passed on unchanged, so the output is identical to a local run. A worker without a data
+// root reads no files: it refuses a session that would run a file-reading op.
 //
 // Thread-safety: WorkerService and WorkerSession are thread-safe. The transport typically
 // calls AddSplit/AddCredit/CloseInput from a reader thread and NextOutput from a writer
@@ -69,11 +70,10 @@ const char* SluiceVersion();
 
 Codec ToCodec(Compression compression);
 
-// Resolves `path` under `data_root` as documented above. An empty root returns `path`.
-StatusOr<std::string> MapUnderDataRoot(const std::string& data_root, std::string_view path);
-
 struct WorkerOptions {
-  std::string data_root;  // empty: paths are used as given
+  std::string data_root;  // empty: this worker reads no files (read=local sessions only)
+  bool allow_symlinks_out = false;  // follow symlinks that leave the data root
+  ops::InputLimits limits;          // caps on decoded pixels and file sizes (ops/storage.h)
   int threads = 0;        // pool threads; 0: the CPU budget (ProbeCpuBudget)
   int max_sessions = 16;
   size_t max_message_bytes = 64 << 20;   // largest message in either direction
@@ -182,11 +182,6 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
     std::vector<Element> group;
     size_t group_estimate = 0;
   };
-  struct Segment {
-    std::vector<pipeline::MapStage> stages;
-    bool read_file = false;  // a read_file op whose path is mapped under the data root
-    int path_index = -1;     // its path field (same index in its input and output)
-  };
   // A unit of encoding work taken out of the lock.
   struct FlushJob {
     uint64_t split_id = 0;
@@ -221,7 +216,7 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   pipeline::PipelineSpec spec_;
   pipeline::BuiltOps built_;
   std::unique_ptr<pipeline::PipelineStats> stats_;
-  std::vector<Segment> segments_;
+  std::vector<pipeline::MapStage> stages_;  // ops [first_op, end_op)
   Schema input_schema_;
   int first_op_ = 0;
   int end_op_ = 0;
@@ -233,7 +228,6 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   size_t message_limit_ = 0;
   size_t chunk_bytes_ = 0;
   int64_t metrics_interval_ns_ = 0;
-  std::string data_root_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -273,6 +267,9 @@ class WorkerService {
   StatusOr<std::shared_ptr<WorkerSession>> OpenSession(const OpenRequest& request);
 
   int open_sessions() const;
+  // Whether a file-reading op on this worker could read `path` (the trainer's probe asks
+  // before it plans remote_read): OK, or the error a sample would get.
+  Status CheckReadable(std::string_view path) const;
   // The sessions currently open (for monitoring and tests).
   std::vector<std::shared_ptr<WorkerSession>> Sessions() const;
   // Cancels every open session and refuses new ones.

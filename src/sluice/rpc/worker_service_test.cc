@@ -1,5 +1,7 @@
 #include "sluice/rpc/worker_service.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,13 @@ class WorkerServiceTest : public ::testing::Test {
     session.CloseInput();
   }
 
+  // Options of a worker whose data root holds the test's files.
+  WorkerOptions Rooted() const {
+    WorkerOptions options;
+    options.data_root = dir_.path();
+    return options;
+  }
+
   TempDir dir_;
   pipeline::PipelineSpec spec_;
 };
@@ -102,7 +111,7 @@ class WorkerServiceCutTest : public WorkerServiceTest,
 
 TEST_P(WorkerServiceCutTest, SameElementsAsALocalRun) {
   const CutCase c = GetParam();
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.threads = 2;
   WorkerService service(options);
   OpenRequest request = Request(c.cut, c.mode);
@@ -146,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CutCase{kCutAfterBatch, ReadMode::kLocalRead, Compression::kNone}));
 
 TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
-  WorkerService service(WorkerOptions{});
+  WorkerService service(Rooted());
   pipeline::PipelineSpec spec = spec_;
   spec.ops.push_back({"warp_drive", {}});
   OpenRequest request = Request(2);
@@ -159,7 +168,7 @@ TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
 }
 
 TEST_F(WorkerServiceTest, RejectsAVersionMismatchNamingBothVersions) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.version = "9.9.9";
   WorkerService service(options);
   auto session = service.OpenSession(Request(2));
@@ -170,7 +179,7 @@ TEST_F(WorkerServiceTest, RejectsAVersionMismatchNamingBothVersions) {
 }
 
 TEST_F(WorkerServiceTest, RejectsBadCutsAndReadModes) {
-  WorkerService service(WorkerOptions{});
+  WorkerService service(Rooted());
   auto far = service.OpenSession(Request(6));
   EXPECT_THAT(std::string(far.status().message()), HasSubstr("cut 6 is out of range"));
   auto zero_local = service.OpenSession(Request(0, ReadMode::kLocalRead));
@@ -184,7 +193,7 @@ TEST_F(WorkerServiceTest, RejectsBadCutsAndReadModes) {
 }
 
 TEST_F(WorkerServiceTest, CapsSessions) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.max_sessions = 2;
   WorkerService service(options);
   auto a = service.OpenSession(Request(2));
@@ -200,7 +209,7 @@ TEST_F(WorkerServiceTest, CapsSessions) {
 }
 
 TEST_F(WorkerServiceTest, SessionsAreIsolated) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.threads = 2;
   WorkerService service(options);
   auto a = service.OpenSession(Request(2));
@@ -221,7 +230,7 @@ TEST_F(WorkerServiceTest, SessionsAreIsolated) {
 TEST_F(WorkerServiceTest, SkipsCorruptSamplesAndReportsThemInSplitDone) {
   dir_.Write("data/cat/99.jpg", "this is not a jpeg");
   spec_.options.on_error = pipeline::OnError::kSkip;
-  WorkerService service(WorkerOptions{});
+  WorkerService service(Rooted());
   auto session = service.OpenSession(Request(2));
   ASSERT_TRUE(session.ok());
   SendEpoch(**session, ReadMode::kRemoteRead);
@@ -243,7 +252,7 @@ TEST_F(WorkerServiceTest, SkipsCorruptSamplesAndReportsThemInSplitDone) {
 
 TEST_F(WorkerServiceTest, FailsTheSessionOnACorruptSampleUnderOnErrorFail) {
   dir_.Write("data/cat/99.jpg", "this is not a jpeg");
-  WorkerService service(WorkerOptions{});
+  WorkerService service(Rooted());
   auto session = service.OpenSession(Request(2));
   ASSERT_TRUE(session.ok());
   SendEpoch(**session, ReadMode::kRemoteRead, /*may_fail=*/true);
@@ -261,7 +270,7 @@ TEST_F(WorkerServiceTest, ResolvesPathsUnderTheDataRoot) {
   std::vector<Element> expected = test::RunLocally(spec_, source, 0, 3);
   std::filesystem::current_path(cwd);
 
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.data_root = dir_.path();
   WorkerService service(options);
   auto session = service.OpenSession(Request(3));
@@ -286,7 +295,7 @@ TEST_F(WorkerServiceTest, DataRootMappedOutputIsUnchanged) {
   std::vector<Element> source = test::SourceElements(spec_, 0);
   std::vector<Element> expected = test::RunLocally(spec_, source, 0, 3);
   std::filesystem::current_path(cwd);
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.data_root = dir_.path();
   WorkerService service(options);
   auto session = service.OpenSession(Request(3));
@@ -298,20 +307,8 @@ TEST_F(WorkerServiceTest, DataRootMappedOutputIsUnchanged) {
   test::ExpectSameById(expected, d.elements);  // the path field is the trainer's own
 }
 
-TEST(MapUnderDataRootTest, ResolvesAndConfines) {
-  EXPECT_EQ(*MapUnderDataRoot("", "a/b.jpg"), "a/b.jpg");
-  EXPECT_EQ(*MapUnderDataRoot("/data", "a/b.jpg"), "/data/a/b.jpg");
-  EXPECT_EQ(*MapUnderDataRoot("/data/", "./a/../b.jpg"), "/data/b.jpg");
-  EXPECT_EQ(*MapUnderDataRoot("/data", "/data/x/y.jpg"), "/data/x/y.jpg");
-  EXPECT_FALSE(MapUnderDataRoot("/data", "/etc/passwd").ok());
-  EXPECT_FALSE(MapUnderDataRoot("/data", "../etc/passwd").ok());
-  EXPECT_FALSE(MapUnderDataRoot("/data", "a/../../etc/passwd").ok());
-  EXPECT_FALSE(MapUnderDataRoot("/data", "/data2/x.jpg").ok());
-  EXPECT_FALSE(MapUnderDataRoot("/data", "").ok());
-}
-
 TEST_F(WorkerServiceTest, RejectsSplitsThatDoNotFitTheSchema) {
-  WorkerService service(WorkerOptions{});
+  WorkerService service(Rooted());
   auto session = service.OpenSession(Request(2, ReadMode::kLocalRead));
   ASSERT_TRUE(session.ok());
   // Source elements lack `data`: local_read splits carry the bytes.
@@ -322,7 +319,7 @@ TEST_F(WorkerServiceTest, RejectsSplitsThatDoNotFitTheSchema) {
 }
 
 TEST_F(WorkerServiceTest, CapsQueuedInputPerSession) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.max_session_bytes = 4096;
   WorkerService service(options);
   auto session = service.OpenSession(Request(2, ReadMode::kLocalRead));
@@ -334,7 +331,7 @@ TEST_F(WorkerServiceTest, CapsQueuedInputPerSession) {
 }
 
 TEST_F(WorkerServiceTest, RejectsElementsOverTheMessageLimit) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.max_message_bytes = 8192;
   WorkerService service(options);
   auto session = service.OpenSession(Request(3));  // after the crop: 24x24x3 u8, small
@@ -355,7 +352,7 @@ TEST_F(WorkerServiceTest, RejectsElementsOverTheMessageLimit) {
 
 // Local_read with no remote ops: every output equals its input, 8 KiB + a small header.
 TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.threads = 2;
   WorkerService service(options);
   OpenRequest request = Request(1, ReadMode::kLocalRead);
@@ -403,7 +400,7 @@ TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
 }
 
 TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.metrics_interval_s = 0.01;
   WorkerService service(options);
   auto session = service.OpenSession(Request(2));
@@ -417,7 +414,7 @@ TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
 }
 
 TEST_F(WorkerServiceTest, ShutdownEndsOpenSessions) {
-  auto service = std::make_unique<WorkerService>(WorkerOptions{});
+  auto service = std::make_unique<WorkerService>(Rooted());
   auto session = service->OpenSession(Request(2));
   ASSERT_TRUE(session.ok());
   service->Shutdown();
@@ -426,6 +423,115 @@ TEST_F(WorkerServiceTest, ShutdownEndsOpenSessions) {
   EXPECT_EQ(service->OpenSession(Request(2)).status().code(), absl::StatusCode::kUnavailable);
   service.reset();  // the session outlives the service safely
   EXPECT_FALSE((*session)->AddSplit(0, {}).ok());
+}
+
+// --- confinement: every file any op reads on a worker stays under its data root ----------
+
+// A trainer in read=local mode sends the bytes of ops[0]'s file; a second read_file after
+// the cut would read on the worker. It reads under the data root or not at all.
+TEST_F(WorkerServiceTest, AReadFileAfterTheCutInLocalReadStaysInTheRoot) {
+  spec_.ops = {{"read_file", {}}, {"read_file", {}}};
+  spec_.batch.size = 0;
+  WorkerService service(Rooted());
+  auto session = service.OpenSession(Request(2, ReadMode::kLocalRead));
+  ASSERT_TRUE(session.ok()) << session.status();
+  Element e = test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, 1)[0];
+  e.tensors[0] = Tensor::FromBytes("/etc/passwd");
+  ASSERT_TRUE((*session)->AddSplit(0, {e}).ok());
+  (*session)->CloseInput();
+  Drained d = Drain(**session);
+  EXPECT_TRUE(d.elements.empty());
+  EXPECT_EQ(d.error.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(d.error.message()),
+              HasSubstr("path '/etc/passwd' is outside the worker's data root"));
+}
+
+TEST_F(WorkerServiceTest, AWorkerWithoutADataRootRefusesSessionsThatReadFiles) {
+  WorkerService service(WorkerOptions{});
+  auto remote = service.OpenSession(Request(3));
+  ASSERT_FALSE(remote.ok());
+  EXPECT_EQ(remote.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(remote.status().message()),
+              HasSubstr("ops[0].read_file would read files on this worker, which was started "
+                        "without --data-root"));
+  // read=local with no file-reading op after the cut is what such a worker serves.
+  auto local = service.OpenSession(Request(3, ReadMode::kLocalRead));
+  ASSERT_TRUE(local.ok()) << local.status();
+  SendEpoch(**local, ReadMode::kLocalRead);
+  Drained d = Drain(**local);
+  EXPECT_TRUE(d.error.ok()) << d.error;
+  EXPECT_EQ(d.elements.size(), 16u);
+  // ... and a file-reading op after the cut is refused there too.
+  spec_.ops.insert(spec_.ops.begin() + 1, {"read_box", {}});
+  auto sidecar = service.OpenSession(Request(3, ReadMode::kLocalRead));
+  ASSERT_FALSE(sidecar.ok());
+  EXPECT_THAT(std::string(sidecar.status().message()), HasSubstr("ops[1].read_box would read"));
+  EXPECT_THAT(std::string(service.CheckReadable(dir_.path() + "/x.jpg").message()),
+              HasSubstr("reads no files: this worker was started without --data-root"));
+}
+
+TEST_F(WorkerServiceTest, ASymlinkOutOfTheRootIsRefusedUnlessAllowed) {
+  const std::string root = dir_.path() + "/data";
+  std::filesystem::create_symlink("/etc/hostname", root + "/escape.jpg");
+  spec_.ops = {{"read_file", {}}};
+  spec_.batch.size = 0;
+  Element e = test::SourceElements(spec_, 0)[0];
+  e.tensors[0] = Tensor::FromBytes("escape.jpg");
+  for (bool allow : {false, true}) {
+    WorkerOptions options;
+    options.data_root = root;
+    options.allow_symlinks_out = allow;
+    WorkerService service(options);
+    auto session = service.OpenSession(Request(1));
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->AddSplit(0, {e}).ok());
+    (*session)->CloseInput();
+    Drained d = Drain(**session);
+    if (allow) {
+      EXPECT_TRUE(d.error.ok()) << d.error;
+      EXPECT_EQ(d.elements.size(), 1u);
+    } else {
+      EXPECT_THAT(std::string(d.error.message()),
+                  HasSubstr("'escape.jpg' is outside the worker's data root '" + root +
+                            "' through a symlink"));
+    }
+  }
+}
+
+// read_box's sidecars resolve like read_file's paths: relative to the data root, whatever
+// the worker's working directory.
+TEST_F(WorkerServiceTest, ReadBoxSidecarsResolveUnderTheDataRoot) {
+  std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  spec_.source.files = {"data/**/*.jpg"};
+  spec_.ops = {{"read_box", {}}};
+  spec_.batch.size = 0;
+  std::vector<Element> source = test::SourceElements(spec_, 0);
+  for (const Element& e : source) {
+    std::filesystem::path box(std::string(e.tensors[0].bytes()));
+    box.replace_extension(".box");
+    std::ofstream(box) << "1 2 " << 3 + e.id.index << " 4";
+  }
+  std::vector<Element> expected = test::RunLocally(spec_, source, 0, 1);
+  std::filesystem::current_path(cwd);
+  WorkerService service(Rooted());
+  auto session = service.OpenSession(Request(1));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->AddSplit(0, source).ok());
+  (*session)->CloseInput();
+  Drained d = Drain(**session);
+  EXPECT_TRUE(d.error.ok()) << d.error;
+  test::ExpectSameById(expected, d.elements);
+
+  auto hostile = service.OpenSession(Request(1));
+  ASSERT_TRUE(hostile.ok()) << hostile.status();
+  Element outside = source[0];
+  outside.tensors[0] = Tensor::FromBytes("../../etc/passwd.jpg");
+  ASSERT_TRUE((*hostile)->AddSplit(0, {outside}).ok());
+  (*hostile)->CloseInput();
+  Drained h = Drain(**hostile);
+  EXPECT_THAT(std::string(h.error.message()),
+              HasSubstr("box file: path '../../etc/passwd.box' is outside the worker's data root"));
 }
 
 }  // namespace

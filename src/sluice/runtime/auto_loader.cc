@@ -256,6 +256,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   if (options_.apply_plans) SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
   time_to_plan_s_ = Seconds(NowNanos());
   LogDecision(entry);
+  if (options_.on_decision) options_.on_decision(entry);
   timeline_.push_back(entry);
   last_observe_ns_ = NowNanos();
   last_observe_ = meter_.counters();
@@ -336,6 +337,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
   if (entry.kind == policy::DecisionKind::kKeep) return absl::OkStatus();
   SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
   LogDecision(entry);
+  if (options_.on_decision) options_.on_decision(entry);
   timeline_.push_back(std::move(entry));
   return absl::OkStatus();
 }

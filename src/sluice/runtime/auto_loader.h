@@ -65,6 +65,9 @@ struct AutoOptions {
   policy::ControllerOptions controller;
   // Notes for the user (metric store hits and misses, warnings): default stderr.
   std::function<void(const std::string&)> log;
+  // Called with every decision as it is applied (the first plan and each re-plan), from the
+  // thread that calls GetNext: what a caller watches instead of the log's wording.
+  std::function<void(const policy::TimelineEntry&)> on_decision;
 };
 
 struct AutoReport {

@@ -166,6 +166,7 @@ TEST_F(AutoLoaderTest, AStalledRunSwitchesToAnOffloadingLoaderAndLosesNothing) {
   rpc::ServerOptions so;
   so.listen = "127.0.0.1:0";
   so.worker.threads = 2;
+  so.worker.data_root = std::filesystem::temp_directory_path().string();
   auto server = rpc::GrpcWorkerServer::Start(so);
   ASSERT_TRUE(server.ok()) << server.status();
   const pipeline::PipelineSpec spec = Spec(/*epochs=*/12);

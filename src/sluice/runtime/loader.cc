@@ -756,7 +756,8 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.resume.get());
   SLUICE_ASSIGN_OR_RETURN(pipeline::BuiltOps built,
                           pipeline::BuildOps(spec.ops, spec.source.seed, registry,
-                                             pipeline::SourceSchema(spec.source.label)));
+                                             pipeline::SourceSchema(spec.source.label), 0,
+                                             pipeline::LocalEnv(spec.options.limits)));
   d.stats = std::make_unique<pipeline::PipelineStats>();
   d.stats->Init(built.names);
 
@@ -855,7 +856,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   d.with_label = spec.source.label == pipeline::LabelMode::kParentDir &&
                  d.files->labels.size() == d.files->paths.size();
   SLUICE_ASSIGN_OR_RETURN(d.built, pipeline::BuildOps(spec.ops, spec.source.seed, registry,
-                                                      pipeline::SourceSchema(spec.source.label)));
+                                                      pipeline::SourceSchema(spec.source.label),
+                                                      0, pipeline::LocalEnv(spec.options.limits)));
   d.stats = std::make_unique<pipeline::PipelineStats>();
   d.stats->Init(d.built.names);
   const pipeline::BatchOptions batch_options = BatchOptionsOf(spec.batch);

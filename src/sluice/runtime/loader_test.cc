@@ -87,6 +87,7 @@ class LoaderTest : public ::testing::Test {
     options.listen = "127.0.0.1:0";
     options.worker.threads = threads;
     options.worker.metrics_interval_s = 0.1;
+    options.worker.data_root = dir_.path();
     auto server = rpc::GrpcWorkerServer::Start(options);
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;

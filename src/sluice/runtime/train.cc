@@ -189,6 +189,10 @@ StatusOr<TrainResult> RunTraining(BatchSource& loader, const TrainOptions& optio
     steady_samples_from = result.samples;
   };
   while (options.steps == 0 || result.steps - result.planning_steps < options.steps) {
+    if (options.stop && options.stop()) {
+      result.stopped = true;
+      break;
+    }
     Element batch;
     bool end = false;
     const int64_t wait_start = NowNanos();

@@ -77,6 +77,9 @@ struct TrainOptions {
   // Treated as true after max_planning_steps.
   std::function<bool()> settled;
   int64_t max_planning_steps = 2000;
+  // Checked before each step: true ends the run there (TrainResult::stopped), e.g. on
+  // SIGINT/SIGTERM. A step already waiting for its batch finishes first.
+  std::function<bool()> stop;
 };
 
 struct TrainResult {
@@ -86,6 +89,7 @@ struct TrainResult {
   double stall_s = 0;       // waiting in GetNext (a prep stall)
   double compute_s = 0;     // emulated accelerator time
   bool data_ended = false;  // the pipeline ran out before `steps`
+  bool stopped = false;     // TrainOptions::stop ended the run
   // The same after the warm-up steps (equal to the whole run without warm-up).
   int64_t warmup_steps = 0;
   int64_t planning_steps = 0;  // steps before `settled` held (not counted in `steps` asked)

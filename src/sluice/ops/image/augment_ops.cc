@@ -494,10 +494,15 @@ class ReadBoxOp final : public Op {
     if (in->num_elements() == 0) return absl::InvalidArgumentError("path is empty");
     std::filesystem::path sidecar(std::string(in->bytes()));
     sidecar.replace_extension(args().String("extension"));
-    std::ifstream file(sidecar);
-    if (!file) return absl::NotFoundError(absl::StrCat("cannot open box file ", sidecar.string()));
-    std::stringstream text;
-    text << file.rdbuf();
+    // A sidecar is four integers: anything over kMaxSidecarBytes is not one.
+    constexpr int64_t kMaxSidecarBytes = 4096;
+    StatusOr<Tensor> bytes = ctx.env->storage->ReadFile(
+        sidecar.string(), std::min(kMaxSidecarBytes, ctx.env->limits.max_file_bytes));
+    if (!bytes.ok()) {
+      return Status(bytes.status().code(),
+                    absl::StrCat("box file: ", bytes.status().message()));
+    }
+    std::istringstream text{std::string(bytes->bytes())};
     Tensor box = Tensor::Empty(DType::kI64, {4});
     int64_t* v = box.mutable_data<int64_t>();
     std::string rest;
@@ -640,6 +645,7 @@ OpDef ReadBoxOpDef() {
       {Arg("field", ArgType::kString).Default("path").Doc("the bytes field with the file name"),
        Arg("output", ArgType::kString).Default("box").Doc("the i64[4] field to write"),
        Arg("extension", ArgType::kString).Default(".box").Doc("the sidecar's extension")});
+  def.schema.reads_files = true;
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
     SLUICE_ASSIGN_OR_RETURN(

@@ -1,0 +1,242 @@
+#include "sluice/ops/storage.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice::ops {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Opens `path` for reading without blocking (a FIFO with no writer would wait for ever) and
+// without becoming the controlling terminal.
+StatusOr<int> OpenForRead(const std::string& path, std::string_view shown) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    const int err = errno;
+    std::string text = absl::StrCat("cannot open '", Av(shown), "': ", ErrnoText(err));
+    return err == ENOENT || err == ENOTDIR ? absl::NotFoundError(text)
+                                           : absl::PermissionDeniedError(text);
+  }
+  return fd;
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status OverLimit(std::string_view shown, int64_t size, int64_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "'", Av(shown), "' is ", size, " bytes, over the file-size limit of ", max_bytes,
+      " bytes (raise it with options.max_file_bytes, on a worker with --max-file-bytes)"));
+}
+
+// Reads the regular file open at `fd`: refuses anything else, and a file over `max_bytes`
+// before allocating for it.
+StatusOr<Tensor> ReadOpenFile(int fd, std::string_view shown, int64_t max_bytes,
+                              const std::function<void(int64_t)>& before_read) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot stat '", Av(shown), "': ", ErrnoText(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read '", Av(shown), "': ", KindOf(st.st_mode),
+                     ", only regular files are read"));
+  }
+  if (st.st_size > max_bytes) return OverLimit(shown, st.st_size, max_bytes);
+  if (before_read) before_read(st.st_size);
+  // st_size can be stale (the file grows while read): read past it, up to the limit.
+  size_t capacity = static_cast<size_t>(st.st_size);
+  Tensor data = Tensor::Empty(DType::kBytes, {static_cast<int64_t>(capacity)});
+  size_t filled = 0;
+  while (true) {
+    if (filled == capacity) {
+      char probe[4096];
+      const ssize_t n = ::read(fd, probe, sizeof(probe));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return absl::DataLossError(absl::StrCat("cannot read '", Av(shown), "': ", ErrnoText(errno)));
+      }
+      if (n == 0) break;
+      const size_t grown = std::max(capacity * 2, capacity + static_cast<size_t>(n));
+      if (filled + static_cast<size_t>(n) > static_cast<size_t>(max_bytes)) {
+        return OverLimit(shown, static_cast<int64_t>(filled + n), max_bytes);
+      }
+      Tensor bigger = Tensor::Empty(
+          DType::kBytes, {static_cast<int64_t>(std::min<size_t>(grown, max_bytes))});
+      if (filled > 0) std::memcpy(bigger.mutable_raw(), data.raw(), filled);
+      std::memcpy(bigger.mutable_raw() + filled, probe, static_cast<size_t>(n));
+      filled += static_cast<size_t>(n);
+      capacity = static_cast<size_t>(bigger.shape()[0]);
+      data = std::move(bigger);
+      continue;
+    }
+    const ssize_t n = ::read(fd, data.mutable_raw() + filled, capacity - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::DataLossError(absl::StrCat("cannot read '", Av(shown), "': ", ErrnoText(errno)));
+    }
+    if (n == 0) break;
+    filled += static_cast<size_t>(n);
+  }
+  if (filled == capacity) return data;
+  return data.Slice(0, static_cast<int64_t>(filled));
+}
+
+Status EmptyPath() { return absl::InvalidArgumentError("the file path is empty"); }
+
+class LocalStorageImpl final : public Storage {
+ public:
+  StatusOr<Tensor> ReadFile(std::string_view path, int64_t max_bytes) const override {
+    if (path.empty()) return EmptyPath();
+    const std::string p(path);
+    SLUICE_ASSIGN_OR_RETURN(int raw, OpenForRead(p, path));
+    Fd fd(raw);
+    return ReadOpenFile(fd.get(), path, max_bytes, {});
+  }
+  StatusOr<std::string> Resolve(std::string_view path) const override {
+    if (path.empty()) return EmptyPath();
+    return std::string(path);
+  }
+};
+
+class NoStorageImpl final : public Storage {
+ public:
+  explicit NoStorageImpl(std::string reason) : reason_(std::move(reason)) {}
+  StatusOr<Tensor> ReadFile(std::string_view path, int64_t) const override {
+    return Resolve(path).status();
+  }
+  StatusOr<std::string> Resolve(std::string_view path) const override {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot read '", Av(path), "': reads no files: ", reason_));
+  }
+
+ private:
+  std::string reason_;
+};
+
+// Inside iff the path relative to `root` does not climb out.
+bool Inside(const fs::path& full, const fs::path& root) {
+  const fs::path rel = full.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+class ConfinedStorageImpl final : public Storage {
+ public:
+  ConfinedStorageImpl(std::string root, bool allow_symlinks_out,
+                      std::function<void(int64_t)> before_read)
+      : root_(fs::path(std::move(root)).lexically_normal()),
+        allow_symlinks_out_(allow_symlinks_out),
+        before_read_(std::move(before_read)) {
+    // The root itself may be a symlink (a mounted volume): its real path is what opened
+    // files must lie under.
+    char buf[PATH_MAX];
+    real_root_ = ::realpath(root_.c_str(), buf) != nullptr ? fs::path(buf) : root_;
+  }
+
+  StatusOr<std::string> Resolve(std::string_view path) const override {
+    if (path.empty()) return EmptyPath();
+    const fs::path p(path);
+    const fs::path full = (p.is_absolute() ? p : root_ / p).lexically_normal();
+    if (!Inside(full, root_)) return Outside(path, "");
+    if (allow_symlinks_out_) return full.string();
+    // Symlinks followed: where the path really leads must be inside too. (A path that does
+    // not exist yet fails at open with NotFound.)
+    char buf[PATH_MAX];
+    if (::realpath(full.c_str(), buf) != nullptr && !Inside(fs::path(buf), real_root_)) {
+      return Outside(path, " through a symlink");
+    }
+    return full.string();
+  }
+
+  StatusOr<Tensor> ReadFile(std::string_view path, int64_t max_bytes) const override {
+    SLUICE_ASSIGN_OR_RETURN(std::string full, Resolve(path));
+    SLUICE_ASSIGN_OR_RETURN(int raw, OpenForRead(full, path));
+    Fd fd(raw);
+    if (!allow_symlinks_out_) {
+      // What was opened, whatever changed between Resolve and open (a symlink swapped in).
+      char buf[PATH_MAX];
+      const std::string link = absl::StrCat("/proc/self/fd/", fd.get());
+      const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf) - 1);
+      if (n > 0) {
+        buf[n] = '\0';
+        if (!Inside(fs::path(buf), real_root_)) return Outside(path, " through a symlink");
+      }
+    }
+    return ReadOpenFile(fd.get(), path, max_bytes, before_read_);
+  }
+
+ private:
+  Status Outside(std::string_view path, std::string_view how) const {
+    return absl::PermissionDeniedError(
+        absl::StrCat("path '", Av(path), "' is outside the worker's data root '",
+                     root_.string(), "'", Av(how),
+                     how.empty() ? "" : " (start the worker with --allow-symlinks-out to follow it)"));
+  }
+
+  fs::path root_;
+  fs::path real_root_;
+  bool allow_symlinks_out_;
+  std::function<void(int64_t)> before_read_;
+};
+
+}  // namespace
+
+const Storage& LocalStorage() {
+  static const LocalStorageImpl* storage = new LocalStorageImpl();
+  return *storage;
+}
+
+std::unique_ptr<Storage> MakeNoStorage(std::string reason) {
+  return std::make_unique<NoStorageImpl>(std::move(reason));
+}
+
+std::unique_ptr<Storage> MakeConfinedStorage(std::string root, bool allow_symlinks_out,
+                                             std::function<void(int64_t)> before_read) {
+  return std::make_unique<ConfinedStorageImpl>(std::move(root), allow_symlinks_out,
+                                               std::move(before_read));
+}
+
+const OpEnv& DefaultOpEnv() {
+  static const OpEnv* env = new OpEnv();
+  return *env;
+}
+
+}  // namespace sluice::ops
