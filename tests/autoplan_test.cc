@@ -73,13 +73,16 @@ class AutoplanTest : public ::testing::Test {
     return nlohmann::json::parse(ReadAll(path));
   }
 
-  // The decisions `sluice train --events` has written so far (complete lines only).
+  // The decisions `sluice train --events` has written so far (complete lines only; the
+  // progress lines left out).
   static std::vector<nlohmann::json> Decisions(const fs::path& events) {
     std::vector<nlohmann::json> all;
     std::istringstream lines(ReadAll(events));
     std::string line;
     while (std::getline(lines, line)) {
-      if (!lines.eof()) all.push_back(nlohmann::json::parse(line, nullptr, false));
+      if (lines.eof()) break;
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_discarded() && e["event"] == "decision") all.push_back(std::move(e));
     }
     return all;
   }

@@ -195,7 +195,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
   flags.AddString("events", &events_path, "OUT",
-                  "sluice/auto: append each decision to OUT as it is made (JSON lines)");
+                  "append progress and each planner decision to OUT as they happen (JSON lines)");
   flags.AddDouble("connect-timeout", &connect_timeout_s, "S",
                   "seconds to wait for a worker at start", 0.05, 600);
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
@@ -292,8 +292,19 @@ int TrainCommand(const std::vector<std::string>& args) {
   runtime::TrainOptions train;
   train.steps = steps;
   train.accelerator_ms = accelerator_ms;
+  // --events: a progress line at most every kEventIntervalS (and the decisions, below).
+  constexpr double kEventIntervalS = 0.5;
+  int64_t next_event_ns = 0;
+  std::FILE* events_file = nullptr;
   train.on_step = [&](const runtime::TrainProgress& p) {
     const int64_t now = NowNanos();
+    if (events_file != nullptr && now >= next_event_ns) {
+      next_event_ns = now + static_cast<int64_t>(kEventIntervalS * 1e9);
+      std::fprintf(events_file,
+                   "{\"event\":\"progress\",\"t_s\":%.3f,\"steps\":%lld,\"samples\":%lld}\n",
+                   p.elapsed_s, static_cast<long long>(p.steps), static_cast<long long>(p.samples));
+      std::fflush(events_file);
+    }
     if (!progress.Due(now)) return;
     progress.Update(
         now, absl::StrFormat("train: step %d%s, %d samples, %.1f samples/s, stall %.0f%%, %.1f s",
@@ -311,7 +322,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       std::fprintf(stderr, "sluice %s: --events: cannot open '%s': %s\n", kCommand,
                    events_path.c_str(), std::strerror(errno));
       return kExitUsage;
-    }
+    }    events_file = events.get();
   }
   const auto note = [&](const std::string& message) {
     progress.Finish();
