@@ -32,6 +32,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   int64_t max_message_bytes = static_cast<int64_t>(options.worker.max_message_bytes);
   int64_t max_session_bytes = static_cast<int64_t>(options.worker.max_session_bytes);
   std::string read_limit;
+  int64_t max_memory_bytes = 0;
   FlagParser flags("worker", "[flags]");
   flags.AddString("listen", &options.listen, "HOST:PORT",
                   "address to serve on (port 0: any free port)");
@@ -59,6 +60,8 @@ int WorkerCommand(const std::vector<std::string>& args) {
                int64_t{1} << 31);
   flags.AddInt("max-session-bytes", &max_session_bytes, "N",
                "per-session memory cap (flow-control window and queued input)", 1 << 16);
+  flags.AddInt("max-memory-bytes", &max_memory_bytes, "N",
+               "cap on what all sessions together hold (0: half the process's memory)", 0);
   flags.AddString("read-limit", &read_limit, "BYTES_PER_S",
                   "cap on file reads, e.g. 20000000 or 20MB (a token bucket; empty: none)");
   if (Status s = flags.Parse(args); !s.ok()) {
@@ -97,6 +100,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   options.worker.max_sessions = static_cast<int>(max_sessions);
   options.worker.max_message_bytes = static_cast<size_t>(max_message_bytes);
   options.worker.max_session_bytes = static_cast<size_t>(max_session_bytes);
+  options.worker.max_total_bytes = static_cast<size_t>(max_memory_bytes);
   if (!token_file.empty()) {
     auto token = rpc::ReadTokenFile(token_file);
     if (!token.ok()) return ReportError("worker", token.status());

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -35,6 +36,8 @@ struct WorkerSession::Shared {
   std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
   // Set once at construction: every file an op reads on this worker goes through it.
   std::unique_ptr<ops::Storage> storage;
+  size_t memory_budget = 0;                  // set once at construction
+  size_t reserved ABSL_GUARDED_BY(mu) = 0;  // by the open sessions
 
   // The number of tasks one session may run at once: a fair share of the pool.
   size_t Share() {
@@ -60,6 +63,30 @@ size_t SamplesIn(const Element& e) { return e.members.empty() ? 1 : e.members.si
 }  // namespace
 
 const char* SluiceVersion() { return SLUICE_VERSION; }
+
+size_t DefaultMemoryBudget() {
+  // The machine's memory, then the cgroup's limit when one is set (v2, then v1).
+  size_t total = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  while (meminfo >> key) {
+    if (key == "MemTotal:") {
+      size_t kb = 0;
+      meminfo >> kb;
+      total = kb * 1024;
+      break;
+    }
+    std::getline(meminfo, key);
+  }
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream limit(path);
+    size_t bytes = 0;
+    if (limit >> bytes && bytes > 0 && (total == 0 || bytes < total)) total = bytes;
+  }
+  if (total == 0) total = size_t{8} << 30;  // unknown: assume a small machine
+  return total / 2;
+}
 
 Codec ToCodec(Compression compression) {
   switch (compression) {
@@ -89,6 +116,7 @@ void WorkerSession::ReleaseSlot() {
   }
   std::lock_guard<std::mutex> lock(shared_->mu);
   --shared_->open;
+  shared_->reserved -= reservation_;
 }
 
 Status WorkerSession::AddEncodedSplit(uint64_t split_id, std::string_view header,
@@ -523,6 +551,8 @@ WorkerService::WorkerService(WorkerOptions options)
   cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
   shared_->threads = threads;
   shared_->max_sessions = options_.max_sessions;
+  shared_->memory_budget =
+      options_.max_total_bytes > 0 ? options_.max_total_bytes : DefaultMemoryBudget();
   pool_ = std::make_unique<ThreadPool>(threads, "sluice-worker");
   std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->pool = pool_.get();
@@ -714,6 +744,21 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     return absl::ResourceExhaustedError(
         absl::StrCat("worker at capacity: ", options_.max_sessions, " sessions"));
   }
+  // The memory budget: the window and the input cap asked for, or what is left of the
+  // budget split evenly between them.
+  const size_t left = shared_->memory_budget - std::min(shared_->memory_budget, shared_->reserved);
+  if (left < kMinReservation) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker memory budget exhausted: ", shared_->reserved, " of ", shared_->memory_budget,
+        " bytes reserved by ", shared_->open, " sessions (--max-memory-bytes)"));
+  }
+  if (s.window_ + s.max_input_bytes_ > left) {
+    s.window_ = std::min(s.window_, left / 2);
+    s.max_input_bytes_ = left - s.window_;
+    s.info_.max_inflight_bytes = s.window_;
+  }
+  s.reservation_ = s.window_ + s.max_input_bytes_;
+  shared_->reserved += s.reservation_;
   ++shared_->open;
   s.slot_released_ = false;
   std::erase_if(shared_->sessions,

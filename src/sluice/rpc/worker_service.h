@@ -78,6 +78,10 @@ struct WorkerOptions {
   int max_sessions = 16;
   size_t max_message_bytes = 64 << 20;   // largest message in either direction
   size_t max_session_bytes = 256 << 20;  // cap on a session's window and on its queued input
+  // Cap on what all sessions together may hold: each reserves its window plus its input cap
+  // at Open; a session that does not fit whole gets smaller ones (at least kMinReservation),
+  // and one that does not fit at all is refused. 0: DefaultMemoryBudget().
+  size_t max_total_bytes = 0;
   size_t chunk_bytes = 1 << 20;          // target size of one chunk
   double metrics_interval_s = 1.0;
   double read_limit_bytes_per_s = 0;  // > 0: a token bucket on read_file reads (read_limiter.h)
@@ -116,6 +120,14 @@ struct WorkerOutput {
 };
 
 class WorkerService;
+
+// The smallest memory reservation a session is opened with (its window plus its input cap):
+// room for a few chunks each way. Below it the worker refuses the session.
+inline constexpr size_t kMinReservation = 4 << 20;
+
+// Half the memory this process may use (its cgroup's limit, else the machine's): the rest is
+// for the samples being decoded, the code and the OS.
+size_t DefaultMemoryBudget();
 
 class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
  public:
@@ -247,6 +259,7 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   int64_t next_metrics_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // True until the session takes a slot in OpenSession (and again once it gave it back).
   bool slot_released_ ABSL_GUARDED_BY(mu_) = true;
+  size_t reservation_ = 0;  // of the worker's memory budget, given back with the slot
 };
 
 class WorkerService {

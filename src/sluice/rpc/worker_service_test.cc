@@ -425,6 +425,33 @@ TEST_F(WorkerServiceTest, ShutdownEndsOpenSessions) {
   EXPECT_FALSE((*session)->AddSplit(0, {}).ok());
 }
 
+TEST_F(WorkerServiceTest, SessionsShareTheWorkersMemoryBudget) {
+  WorkerOptions options = Rooted();
+  options.max_session_bytes = 8 << 20;
+  options.max_total_bytes = 22 << 20;  // one whole session (16 MiB), then 6 MiB left
+  WorkerService service(options);
+  OpenRequest request = Request(3);
+  request.max_inflight_bytes = 8 << 20;
+  auto first = service.OpenSession(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->info().max_inflight_bytes, size_t{8} << 20);
+  // What is left is split between the second session's window and its input cap.
+  auto second = service.OpenSession(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->info().max_inflight_bytes, size_t{3} << 20);
+  // Nothing left: refused with the figures, until a session gives its reservation back.
+  auto third = service.OpenSession(request);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()),
+              HasSubstr("worker memory budget exhausted: 23068672 of 23068672 bytes reserved "
+                        "by 2 sessions (--max-memory-bytes)"));
+  (*first)->Cancel();
+  auto fourth = service.OpenSession(request);
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ((*fourth)->info().max_inflight_bytes, size_t{8} << 20);
+}
+
 // --- confinement: every file any op reads on a worker stays under its data root ----------
 
 // A trainer in read=local mode sends the bytes of ops[0]'s file; a second read_file after
