@@ -27,6 +27,7 @@ from ._spec import as_spec
 
 STATE_VERSION = 1
 _EPOCH_END = 1 << 32  # epochs are 32-bit (a SampleId's epoch)
+_MAX_THREADS = 1024  # pipeline::SpecLimits::kMaxThreads
 
 
 class SluiceWarning(RuntimeWarning):
@@ -104,6 +105,9 @@ class Loader:
         num_ops = len(self.spec.ops)
         self._policy_name = _core.check_policy(self.policy, num_ops)
         self._threads = int(threads or 0)
+        if not 0 <= self._threads <= _MAX_THREADS:  # the spec's options.threads range
+            raise ValueError(f"threads: must be in [1, {_MAX_THREADS}] (or None), "
+                             f"got {self._threads}")
         self._credentials = dict(token=token or "", token_file=str(token_file or ""),
                                  tls_ca=str(tls_ca or ""), tls_cert=str(tls_cert or ""),
                                  tls_key=str(tls_key or ""))

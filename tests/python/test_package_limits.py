@@ -45,6 +45,12 @@ def test_spec_values_over_their_range_are_errors(sluice):
         spec.padded_batch(4, padding_value=math.nan).validate()
 
 
+def test_loader_threads_are_bounded(sluice, small_spec):
+    with pytest.raises(ValueError, match=r"^threads: must be in \[1, 1024\] \(or None\), "
+                                         r"got 1000000$"):
+        sluice.Loader(small_spec, threads=10 ** 6)
+
+
 def test_load_state_dict_checks_the_state(sluice, small_spec):
     loader = sluice.Loader(small_spec, epochs=1)
     with pytest.raises(TypeError, match=r"^load_state_dict\(\) takes the dict that "
