@@ -195,6 +195,17 @@ class WorkerProcess {
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int port() const { return port_; }
 
+  // Whether the process is still running (it has not exited or been killed).
+  bool Alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
   // Sends `sig`; SIGKILL and SIGTERM also reap the process.
   void Kill(int sig) {
     if (pid_ <= 0) return;

@@ -20,11 +20,14 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Mapping
 
 from . import _core
 from ._spec import as_spec
 
 STATE_VERSION = 1
+_EPOCH_END = 1 << 32  # epochs are 32-bit (a SampleId's epoch)
+_MAX_THREADS = 1024  # pipeline::SpecLimits::kMaxThreads
 
 
 class SluiceWarning(RuntimeWarning):
@@ -102,6 +105,9 @@ class Loader:
         num_ops = len(self.spec.ops)
         self._policy_name = _core.check_policy(self.policy, num_ops)
         self._threads = int(threads or 0)
+        if not 0 <= self._threads <= _MAX_THREADS:  # the spec's options.threads range
+            raise ValueError(f"threads: must be in [1, {_MAX_THREADS}] (or None), "
+                             f"got {self._threads}")
         self._credentials = dict(token=token or "", token_file=str(token_file or ""),
                                  tls_ca=str(tls_ca or ""), tls_cert=str(tls_cert or ""),
                                  tls_key=str(tls_key or ""))
@@ -241,8 +247,12 @@ class Loader:
 
     def load_state_dict(self, state):
         """Resumes from `state_dict()`: the next iteration yields exactly the samples of the
-        current pass not yet received. A running pass is stopped first. Raises ValueError
-        when the state belongs to another pipeline."""
+        current pass not yet received. A running pass is stopped first. Raises TypeError
+        when `state` is not such a dict, and ValueError when it belongs to another pipeline or
+        does not fit this one (a bitmap of the wrong length, epochs out of range)."""
+        if not isinstance(state, Mapping):
+            raise TypeError("load_state_dict() takes the dict that state_dict() returned, "
+                            f"got {type(state).__name__}")
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported loader state version {state.get('version')!r}")
         if state.get("fingerprint") != self._fingerprint:
@@ -256,11 +266,49 @@ class Loader:
             if self._core is not None:
                 self._core.close()
                 self._core = None
-            first_epoch = int(state["first_epoch"])
-            consumed = {int(e): bytes(b) for e, b in state.get("consumed", {}).items()}
+            first_epoch, consumed = self._check_progress(state)
             self._pass = 0 if self.epochs < 0 else first_epoch // self.epochs
             self._resume = (first_epoch, consumed)
             self._reset_counters()
+
+    def _check_progress(self, state):
+        """(first_epoch, {epoch: bitmap}) of `state`, after checking that they fit this
+        pipeline: epochs are ints in [0, 2^32), a bitmap has one bit per sample of an epoch
+        and no bit set past the last sample."""
+        first_epoch = state.get("first_epoch")
+        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int):
+            raise TypeError(f"state['first_epoch'] must be an int, got "
+                            f"{type(first_epoch).__name__}")
+        if not 0 <= first_epoch < _EPOCH_END:
+            raise ValueError(f"state['first_epoch'] must be in [0, 2^32), got {first_epoch}")
+        raw = state.get("consumed", {})
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"state['consumed'] must be a dict of epoch to bytes, got "
+                            f"{type(raw).__name__}")
+        n = self.samples_per_epoch
+        want = (n + 7) // 8
+        consumed = {}
+        for epoch, bits in raw.items():
+            if isinstance(epoch, bool) or not isinstance(epoch, int):
+                raise TypeError(f"state['consumed'] keys must be epoch ints, got {epoch!r}")
+            if not first_epoch <= epoch < _EPOCH_END:
+                raise ValueError(f"state['consumed'] has epoch {epoch}, outside "
+                                 f"[first_epoch={first_epoch}, 2^32)")
+            if not isinstance(bits, (bytes, bytearray, memoryview)):
+                raise TypeError(f"state['consumed'][{epoch}] must be bytes, got "
+                                f"{type(bits).__name__}")
+            bits = bytes(bits)
+            if len(bits) != want:
+                raise ValueError(
+                    f"state['consumed'][{epoch}] is a bitmap of {len(bits)} bytes; this "
+                    f"pipeline has {n} samples per epoch ({want} bytes): the state does not "
+                    "fit this spec's files")
+            if n % 8 and bits and bits[-1] >> (n % 8):
+                raise ValueError(
+                    f"state['consumed'][{epoch}] marks samples past the last of the {n} "
+                    "samples per epoch: the state does not fit this spec's files")
+            consumed[epoch] = bits
+        return first_epoch, consumed
 
     # -- reports and lifetime ---------------------------------------------------------------
     def report(self):

@@ -27,7 +27,7 @@ def test_map_validates_against_the_op_schemas_with_the_cpp_messages(sluice):
 
 def test_spec_level_errors_name_the_key(sluice):
     spec = sluice.files("data/*.jpg").map("read_file")
-    with pytest.raises(ValueError, match=r"^batch.size: must be >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^batch.size: must be in \[1, 65536\], got 0$"):
         spec.batch(0).to_json()
     with pytest.raises(ValueError, match=r"^options.on_error: must be one of fail, skip"):
         spec.options(on_error="ignore").validate()

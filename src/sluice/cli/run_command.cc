@@ -58,9 +58,11 @@ int RunCommand(const std::vector<std::string>& args) {
                    "PIPELINE.yaml [--threads N] [--steps N] [--epochs N] [--files GLOB] "
                    "[--json OUT]");
   flags.AddInt("threads", &threads, "N",
-               "pipeline threads (0: the spec's options.threads, else the CPU budget)", 0, 4096);
+               "pipeline threads (0: the spec's options.threads, else the CPU budget)", 0,
+               pipeline::SpecLimits::kMaxThreads);
   flags.AddInt("steps", &steps, "N", "stop after N batches (0: run every epoch)", 0);
-  flags.AddInt("epochs", &epochs, "N", "override the spec's epochs (-1: forever; 0: keep)", -1);
+  flags.AddInt("epochs", &epochs, "N", "override the spec's epochs (-1: forever; 0: keep)", -1,
+               pipeline::SpecLimits::kMaxEpochs);
   flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the

@@ -188,7 +188,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   flags.AddInt("steps", &steps, "N", "training steps (0: until the data ends)", 0);
   flags.AddInt("threads", &threads, "N",
                "local pipeline threads (0: the spec's options.threads, else the CPU budget)", 0,
-               4096);
+               pipeline::SpecLimits::kMaxThreads);
   flags.AddInt("epochs", &epochs, "N",
                "override the spec's epochs (-1: repeat until --steps; 0: as the spec says)", -1,
                1000000);

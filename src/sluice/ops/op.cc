@@ -164,6 +164,20 @@ Status Validate(const ArgSchema& arg, const ArgValue& value) {
     return absl::InvalidArgumentError(absl::StrCat(
         arg.name, ": expected one of ", absl::StrJoin(arg.choices, ", "), ", got ", Quote(s)));
   }
+  // No argument means anything by inf or nan: a non-finite float would only turn into
+  // garbage pixels, an endless loop or a huge size further on.
+  if (const auto* d = std::get_if<double>(&value); d && !std::isfinite(*d)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(arg.name, ": must be a finite number, got ", ArgValueToString(value)));
+  }
+  if (const auto* dv = std::get_if<std::vector<double>>(&value)) {
+    for (double d : *dv) {
+      if (!std::isfinite(d)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            arg.name, ": every entry must be a finite number, got ", ArgValueToString(value)));
+      }
+    }
+  }
   if (!arg.min && !arg.max) return absl::OkStatus();
   switch (arg.type) {
     case ArgType::kInt:

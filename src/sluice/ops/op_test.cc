@@ -1,8 +1,12 @@
 #include "sluice/ops/op.h"
 
+#include <cmath>
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/ops/op_util.h"
+#include "sluice/ops/registry.h"
 
 namespace sluice::ops {
 namespace {
@@ -122,6 +126,33 @@ TEST(BindArgsTest, ChoicesAndBounds) {
   EXPECT_EQ(ErrorOf({{"size", std::vector<int64_t>{0, 5}}}),
             "size: every entry must be in [1, 1000], got [0,5]");
   EXPECT_TRUE(BindArgs(TestSchema(), {{"size", int64_t{1000}}, {"p", int64_t{0}}}).ok());
+}
+
+// inf and nan mean nothing as an argument: every float is finite, bounded or not.
+TEST(BindArgsTest, FloatsAreFinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(ErrorOf({{"size", int64_t{2}}, {"p", std::nan("")}}),
+            "p: must be a finite number, got nan");
+  EXPECT_EQ(ErrorOf({{"size", int64_t{2}}, {"mean", std::vector<double>{0.5, inf}}}),
+            "mean: every entry must be a finite number, got [0.5,inf]");
+  EXPECT_EQ(ErrorOf({{"size", int64_t{2}}, {"mean", -inf}}),
+            "mean: every entry must be a finite number, got [-inf]");
+  EXPECT_THAT(ErrorOf({{"size", int64_t{2}}, {"n", inf}}), StartsWith("n: expected an int"));
+}
+
+// Every int, float and list argument of every built-in op has a lower and an upper bound, so
+// that no spec can ask an op for an unbounded size, count or value (docs/OPS.md lists them).
+TEST(BuiltinOpsTest, EveryNumericArgumentIsBounded) {
+  for (const std::string& name : Registry::Builtin().Names()) {
+    for (const ArgSchema& a : Registry::Builtin().Find(name)->schema.args) {
+      if (a.type == ArgType::kBool || a.type == ArgType::kString) continue;
+      EXPECT_TRUE(a.min.has_value()) << name << "." << a.name << " has no lower bound";
+      EXPECT_TRUE(a.max.has_value()) << name << "." << a.name << " has no upper bound";
+      if (a.max.has_value()) {
+        EXPECT_LE(std::abs(*a.max), 1e38) << name << "." << a.name;
+      }
+    }
+  }
 }
 
 }  // namespace

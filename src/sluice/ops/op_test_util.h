@@ -93,6 +93,39 @@ inline double MeanAbsDiff(const Tensor& a, const Tensor& b) {
   return sum / static_cast<double>(a.num_elements());
 }
 
+// `jpeg` with the size in its frame header (SOF0..SOF2) replaced: a small valid file whose
+// header claims a huge image, as a decompression bomb does. Empty if there is no SOF marker.
+inline std::string WithJpegSize(std::string jpeg, uint16_t height, uint16_t width) {
+  for (size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    const auto b = [&](size_t k) { return static_cast<uint8_t>(jpeg[k]); };
+    if (b(i) == 0xFF && b(i + 1) >= 0xC0 && b(i + 1) <= 0xC2) {
+      jpeg[i + 5] = static_cast<char>(height >> 8);
+      jpeg[i + 6] = static_cast<char>(height & 0xFF);
+      jpeg[i + 7] = static_cast<char>(width >> 8);
+      jpeg[i + 8] = static_cast<char>(width & 0xFF);
+      return jpeg;
+    }
+  }
+  return "";
+}
+
+// `png` with the size in its IHDR replaced (and the chunk's CRC fixed, so that the decoder
+// believes it): a small file whose header claims a huge image.
+inline std::string WithPngSize(std::string png, uint32_t height, uint32_t width) {
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int k = 0; k < 4; ++k) png[at + k] = static_cast<char>((v >> (24 - 8 * k)) & 0xFF);
+  };
+  put32(16, width);  // 8 signature bytes, 4 of length, "IHDR", then width and height
+  put32(20, height);
+  uint32_t crc = 0xFFFFFFFFu;  // CRC-32 over the chunk type and data (bytes 12..28)
+  for (size_t i = 12; i < 29; ++i) {
+    crc ^= static_cast<uint8_t>(png[i]);
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  put32(29, crc ^ 0xFFFFFFFFu);
+  return png;
+}
+
 inline Element MakeElement(std::vector<Tensor> tensors, uint64_t index = 0, uint32_t epoch = 0) {
   Element e;
   e.id = SampleId{epoch, index};

@@ -4,6 +4,7 @@
 #ifndef SLUICE_OPS_OP_UTIL_H_
 #define SLUICE_OPS_OP_UTIL_H_
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -33,6 +34,17 @@ void SetTensor(Element& element, int index, Tensor tensor);
 std::string TypeString(const FieldSpec& field);
 // "u8[375,500,3]" for a tensor.
 std::string TypeString(const Tensor& tensor);
+
+// Upper bounds shared by op arguments (docs/OPS.md lists every argument's range). Each is
+// what a real pipeline could need times a wide margin, low enough that the sizes derived
+// from it cannot overflow and that a spec alone cannot make one sample cost more than a few
+// GiB. Floats are also finite (BindArgs rejects inf and nan).
+//
+// Values that end up in tensor elements (padding, clip bounds): within f32's range.
+inline constexpr double kMaxArgValue = 1e38;
+// Lengths in elements along one axis (pad_or_trim's length, one_hot's classes, FFT sizes):
+// 2^27, the default decoded-image limit in pixels; 46 minutes of 48 kHz audio.
+inline constexpr int64_t kMaxArgLength = int64_t{1} << 27;
 
 // Builds an ArgSchema in one readable expression:
 //   Arg("size", ArgType::kIntList).Length(2).Min(1).Doc("output [height, width]")

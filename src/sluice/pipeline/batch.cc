@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 namespace sluice::pipeline {
@@ -141,8 +143,10 @@ StatusOr<Schema> BatchSchema(const Schema& input, const BatchOptions& options) {
   return out;
 }
 
-StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
-                             const BatchOptions& options) {
+namespace {
+
+StatusOr<Element> StackBatchOrThrow(std::vector<Element> members, const Schema& input,
+                                    const BatchOptions& options) {
   const int64_t n = static_cast<int64_t>(members.size());
   Element batch;
   batch.id = members.front().id;
@@ -217,6 +221,24 @@ StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
   }
   for (Tensor& t : shape_tensors) batch.tensors.push_back(std::move(t));
   return batch;
+}
+
+}  // namespace
+
+StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
+                             const BatchOptions& options) {
+  // A batch's buffer is allocated from its members' sizes: an allocation that fails is the
+  // batch's error (on a worker, the session's), not the process's end.
+  const size_t n = members.size();
+  try {
+    return StackBatchOrThrow(std::move(members), input, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("batch: out of memory stacking ", n, " samples"));
+  } catch (const std::length_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("batch: out of memory stacking ", n, " samples (", e.what(), ")"));
+  }
 }
 
 StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::unique_ptr<Iterator> input,

@@ -34,7 +34,7 @@ Status CheckSpec(const PipelineSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch.size: must be at least 1; got ", spec.batch.size));
   }
-  return absl::OkStatus();
+  return CheckSpecRanges(spec);
 }
 
 }  // namespace
@@ -43,6 +43,10 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
                                                                const ExecutorOptions& options,
                                                                const ops::Registry& registry) {
   SLUICE_RETURN_IF_ERROR(CheckSpec(spec));
+  if (options.threads > SpecLimits::kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads: must be in [1, ", SpecLimits::kMaxThreads, "], got ", options.threads));
+  }
   std::unique_ptr<LocalExecutor> ex(new LocalExecutor());
 
   SLUICE_ASSIGN_OR_RETURN(SourceFiles files, ResolveSource(spec.source));

@@ -2,6 +2,10 @@
 
 #include <pthread.h>
 
+#include <new>
+#include <opencv2/core.hpp>
+#include <stdexcept>
+#include <system_error>
 #include <utility>
 
 #include "sluice/core/clock.h"
@@ -9,12 +13,35 @@
 namespace sluice::pipeline {
 namespace {
 
+// Runs one op, turning what a library may throw into the sample's error: an allocation that
+// fails (a size taken from hostile data or arguments) must cost the sample, which then
+// follows on_error, not the process and everyone a worker serves.
+Status ApplyOp(const MapStage& stage, Element& element) {
+  try {
+    return stage.op->Apply(element, stage.context);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory: an allocation failed");
+  } catch (const std::length_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory: an allocation was too large (", e.what(), ")"));
+  } catch (const cv::Exception& e) {
+    // e.err is the bare reason; e.msg adds OpenCV's source file and line.
+    return e.code == cv::Error::StsNoMem
+               ? absl::ResourceExhaustedError(absl::StrCat("out of memory (OpenCV): ", e.err))
+               : absl::InternalError(absl::StrCat("OpenCV error: ", e.err));
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(absl::StrCat("system error: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
+  }
+}
+
 // Runs the stages; on failure returns the op's own status and sets *failed to its index.
 Status RunStages(const std::vector<MapStage>& stages, Element& element, int* failed) {
   for (size_t i = 0; i < stages.size(); ++i) {
     const MapStage& stage = stages[i];
     int64_t start = ThreadCpuNanos();
-    Status status = stage.op->Apply(element, stage.context);
+    Status status = ApplyOp(stage, element);
     int64_t cpu = ThreadCpuNanos() - start;
     if (stage.counters != nullptr) {
       OpCounters& c = *stage.counters;
@@ -84,7 +111,20 @@ void ParallelMapIterator::Start() {
   int n = std::max(1, options_.threads);
   threads_.reserve(n);
   for (int i = 0; i < n; ++i) {
-    threads_.emplace_back([this] { WorkerLoop(); });
+    // The spec bounds `threads`, but the process or the machine may still refuse a thread
+    // (RLIMIT_NPROC, a container's pids limit): run with those that started, and fail the
+    // stream, not the process, when none did.
+    try {
+      threads_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error& e) {
+      if (!threads_.empty()) break;
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      stop_taking_ = true;
+      final_status_ = absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread to run the ops: ", e.what()));
+      return;
+    }
     std::string name = absl::StrCat("sluice-map-", i).substr(0, 15);
     pthread_setname_np(threads_.back().native_handle(), name.c_str());
   }

@@ -326,5 +326,57 @@ TEST(ApplyStagesTest, FormatsTheFailure) {
   EXPECT_EQ(s.message(), "ops[3].fail_on: /data/even/0.jpg: bad sample 0");
 }
 
+// An allocation that fails inside an op (a size from hostile data or arguments) is the
+// sample's error, named by op and file; it never leaves the op as an exception.
+TEST(ApplyStagesTest, AnExceptionInAnOpIsTheSamplesError) {
+  auto registry = testing_util::TestRegistry();
+  const std::pair<int64_t, std::string> cases[] = {
+      {0, "ops[0].throw_on: /data/even/0.jpg: out of memory: an allocation failed"},
+      {2, "ops[0].throw_on: /data/even/0.jpg: out of memory (OpenCV): Failed to allocate 1 TB"},
+      {3, "ops[0].throw_on: /data/even/0.jpg: unexpected exception: something odd"}};
+  for (const auto& [kind, message] : cases) {
+    StatusOr<BuiltOps> built =
+        BuildOps({Op("throw_on", {{"ids", std::vector<int64_t>{0}}, {"kind", kind}})}, 0, *registry,
+                 SourceSchema(LabelMode::kNone));
+    ASSERT_TRUE(built.ok()) << built.status();
+    std::vector<MapStage> stages = MakeStages(*built, nullptr);
+    Element e = MakeSourceElement(*FakeFiles(1), false, 0, 0);
+    Status s = ApplyStages(stages, e);
+    EXPECT_EQ(s.message(), message);
+    EXPECT_EQ(s.code(),
+              kind == 3 ? absl::StatusCode::kInternal : absl::StatusCode::kResourceExhausted);
+  }
+  StatusOr<BuiltOps> built =
+      BuildOps({Op("throw_on", {{"ids", std::vector<int64_t>{0}}, {"kind", int64_t{1}}})}, 0,
+               *registry, SourceSchema(LabelMode::kNone));
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::vector<MapStage> stages = MakeStages(*built, nullptr);
+  Element e = MakeSourceElement(*FakeFiles(1), false, 0, 0);
+  Status s = ApplyStages(stages, e);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("out of memory: an allocation was too large ("));
+}
+
+// ... and it follows on_error: skip drops the sample and counts it, fail stops the stream
+// with the message.
+TEST_F(MapTest, AnAllocationFailureFollowsOnError) {
+  MapOptions options;
+  options.threads = 2;
+  options.on_error = OnError::kSkip;
+  auto it = Make({Op("throw_on", {{"ids", std::vector<int64_t>{1, 3}}})}, 6, options);
+  EXPECT_EQ(Drain(*it).size(), 4u);
+  it.reset();
+  options.on_error = OnError::kFail;
+  it = Make({Op("throw_on", {{"ids", std::vector<int64_t>{1}}})}, 6, options);
+  Element e;
+  bool eos = false;
+  Status s;
+  while ((s = it->GetNext(&e, &eos)).ok() && !eos) {
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("ops[0].throw_on: "));
+  EXPECT_THAT(s.message(), HasSubstr("out of memory: an allocation failed"));
+}
+
 }  // namespace
 }  // namespace sluice::pipeline

@@ -215,6 +215,15 @@ const char* LabelName(LabelMode mode) {
 }
 const char* OnErrorName(OnError mode) { return mode == OnError::kSkip ? "skip" : "fail"; }
 
+// "" when `v` is in [min, max] (or is -1 and `minus_one` says what -1 means); otherwise the
+// rule it breaks: "must be in [1, 65536], got 0".
+std::string RangeRule(int64_t v, int64_t min, int64_t max, const char* minus_one) {
+  if ((v >= min && v <= max) || (minus_one != nullptr && v == -1)) return "";
+  std::string rule = absl::StrCat("must be in [", min, ", ", max, "]");
+  if (minus_one != nullptr) absl::StrAppend(&rule, ", or -1 ", minus_one);
+  return absl::StrCat(rule, ", got ", v);
+}
+
 // ---------------------------------------------------------------------------------------------
 // YAML scalars.
 
@@ -349,14 +358,21 @@ class Parser {
     return result;
   }
 
-  // Reads an int >= `min`; `minus_one` (if not null) names what -1 means, and allows it.
-  StatusOr<int64_t> ReadIntAtLeast(const Value& value, int64_t min,
-                                   const char* minus_one = nullptr) const {
+  // Reads an int in [min, max]; `minus_one` (if not null) names what -1 means, and allows it.
+  StatusOr<int64_t> ReadIntIn(const Value& value, int64_t min, int64_t max,
+                              const char* minus_one = nullptr) const {
     SLUICE_ASSIGN_OR_RETURN(int64_t result, ReadInt(value));
-    if (result >= min || (minus_one != nullptr && result == -1)) return result;
-    std::string rule = absl::StrCat("must be >= ", min);
-    if (minus_one != nullptr) absl::StrAppend(&rule, ", or -1 ", minus_one);
-    return Error(value, absl::StrCat(rule, ", got ", result));
+    std::string rule = RangeRule(result, min, max, minus_one);
+    if (rule.empty()) return result;
+    return Error(value, rule);
+  }
+
+  // A finite number within [-limit, limit].
+  StatusOr<double> ReadFinite(const Value& value, double limit) const {
+    SLUICE_ASSIGN_OR_RETURN(double result, ReadNumber(value));
+    if (std::isfinite(result) && std::abs(result) <= limit) return result;
+    return Error(value, absl::StrCat("must be a finite number in [-", FormatDouble(limit), ", ",
+                                     FormatDouble(limit), "], got ", Describe(value.node)));
   }
 
   StatusOr<uint64_t> ReadUint64(const Value& value) const {
@@ -439,13 +455,16 @@ class Parser {
         batch_entry = &entry;
         SLUICE_RETURN_IF_ERROR(ParseBatch(value, entry.key == "padded_batch", &spec.batch));
       } else if (entry.key == "shuffle_buffer") {
-        SLUICE_ASSIGN_OR_RETURN(spec.shuffle_buffer, ReadIntAtLeast(value, 0));
+        SLUICE_ASSIGN_OR_RETURN(spec.shuffle_buffer,
+                                ReadIntIn(value, 0, SpecLimits::kMaxShuffleBuffer));
       } else if (entry.key == "prefetch") {
-        SLUICE_ASSIGN_OR_RETURN(spec.prefetch, ReadIntAtLeast(value, 0));
+        SLUICE_ASSIGN_OR_RETURN(spec.prefetch, ReadIntIn(value, 0, SpecLimits::kMaxPrefetch));
       } else if (entry.key == "epochs") {
-        SLUICE_ASSIGN_OR_RETURN(spec.epochs, ReadIntAtLeast(value, 1, "to repeat forever"));
+        SLUICE_ASSIGN_OR_RETURN(spec.epochs,
+                                ReadIntIn(value, 1, SpecLimits::kMaxEpochs, "to repeat forever"));
       } else if (entry.key == "take") {
-        SLUICE_ASSIGN_OR_RETURN(spec.take, ReadIntAtLeast(value, 0, "for all samples"));
+        SLUICE_ASSIGN_OR_RETURN(spec.take,
+                                ReadIntIn(value, 0, SpecLimits::kMaxTake, "for all samples"));
       } else if (entry.key == "options") {
         SLUICE_RETURN_IF_ERROR(ParseOptions(value, &spec.options));
       }
@@ -519,18 +538,19 @@ class Parser {
     for (const Entry& entry : *entries) {
       const Value& v = entry.value;
       if (entry.key == "size") {
-        SLUICE_ASSIGN_OR_RETURN(batch->size, ReadIntAtLeast(v, 1));
+        SLUICE_ASSIGN_OR_RETURN(batch->size, ReadIntIn(v, 1, SpecLimits::kMaxBatchSize));
         have_size = true;
       } else if (entry.key == "drop_remainder") {
         SLUICE_ASSIGN_OR_RETURN(batch->drop_remainder, ReadBool(v));
       } else if (entry.key == "padding_value") {
-        SLUICE_ASSIGN_OR_RETURN(batch->padding_value, ReadNumber(v));
+        SLUICE_ASSIGN_OR_RETURN(batch->padding_value, ReadFinite(v, SpecLimits::kMaxPaddingValue));
       } else if (entry.key == "padding_values") {
         if (v.node.IsNull()) continue;
         if (!v.node.IsMap()) return TypeError(v, "a map {field: value}");
         SLUICE_ASSIGN_OR_RETURN(std::vector<Entry> fields, Entries(v, {}));
         for (const Entry& field : fields) {
-          SLUICE_ASSIGN_OR_RETURN(batch->padding_values[field.key], ReadNumber(field.value));
+          SLUICE_ASSIGN_OR_RETURN(batch->padding_values[field.key],
+                                  ReadFinite(field.value, SpecLimits::kMaxPaddingValue));
         }
       }
     }
@@ -563,12 +583,14 @@ class Parser {
           options->threads = 0;
         } else if (kind == ScalarKind::kInt) {
           SLUICE_ASSIGN_OR_RETURN(int64_t threads, ReadInt(v));
-          if (threads < 1 || threads > std::numeric_limits<int>::max()) {
-            return Error(v, absl::StrCat("must be \"auto\" or an int >= 1, got ", threads));
+          if (threads < 1 || threads > SpecLimits::kMaxThreads) {
+            return Error(v, absl::StrCat("must be \"auto\" or an int in [1, ",
+                                         SpecLimits::kMaxThreads, "], got ", threads));
           }
           options->threads = static_cast<int>(threads);
         } else {
-          return TypeError(v, "\"auto\" or an int >= 1");
+          return TypeError(
+              v, absl::StrCat("\"auto\" or an int in [1, ", SpecLimits::kMaxThreads, "]"));
         }
       } else if (entry.key == "on_error") {
         SLUICE_ASSIGN_OR_RETURN(std::string on_error, ReadChoice(v, {"fail", "skip"}));
@@ -906,6 +928,37 @@ std::string Fingerprint(const PipelineSpec& spec) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, hash);
   return buf;
+}
+
+Status CheckSpecRanges(const PipelineSpec& spec) {
+  using L = SpecLimits;
+  auto check = [](const char* field, int64_t v, int64_t min, int64_t max,
+                  const char* minus_one = nullptr) -> Status {
+    std::string rule = RangeRule(v, min, max, minus_one);
+    if (rule.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", rule));
+  };
+  if (spec.batch.size != 0) {
+    SLUICE_RETURN_IF_ERROR(check("batch.size", spec.batch.size, 1, L::kMaxBatchSize));
+  }
+  SLUICE_RETURN_IF_ERROR(check("prefetch", spec.prefetch, 0, L::kMaxPrefetch));
+  SLUICE_RETURN_IF_ERROR(check("shuffle_buffer", spec.shuffle_buffer, 0, L::kMaxShuffleBuffer));
+  SLUICE_RETURN_IF_ERROR(check("epochs", spec.epochs, 1, L::kMaxEpochs, "to repeat forever"));
+  SLUICE_RETURN_IF_ERROR(check("take", spec.take, 0, L::kMaxTake, "for all samples"));
+  if (spec.options.threads != 0) {
+    SLUICE_RETURN_IF_ERROR(check("options.threads", spec.options.threads, 1, L::kMaxThreads));
+  }
+  auto finite = [](const std::string& field, double v) -> Status {
+    if (std::isfinite(v) && std::abs(v) <= L::kMaxPaddingValue) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be a finite number in [-", FormatDouble(L::kMaxPaddingValue),
+                     ", ", FormatDouble(L::kMaxPaddingValue), "], got ", FormatDouble(v)));
+  };
+  SLUICE_RETURN_IF_ERROR(finite("padded_batch.padding_value", spec.batch.padding_value));
+  for (const auto& [field, value] : spec.batch.padding_values) {
+    SLUICE_RETURN_IF_ERROR(finite(absl::StrCat("padded_batch.padding_values.", field), value));
+  }
+  return absl::OkStatus();
 }
 
 bool operator==(const OpSpec& a, const OpSpec& b) {

@@ -44,6 +44,30 @@ struct BatchSpec {
   std::map<std::string, double> padding_values;  // per field, overrides padding_value
 };
 
+// Ranges of the spec's numbers (docs/SPEC.md). Each upper bound is what a real pipeline could
+// need times a wide margin, low enough that what is derived from it (buffers reserved per
+// batch, elements in flight per thread, epoch numbers) cannot overflow or exhaust memory or
+// threads from the spec alone.
+struct SpecLimits {
+  // 2^16 samples: the largest batches in use (LARS/LAMB, 32K-64K) are global batches split
+  // over many loaders; one loader's batch is far smaller.
+  static constexpr int64_t kMaxBatchSize = int64_t{1} << 16;
+  // Batches (or samples) prepared ahead: 1024; pipelines use 1-16.
+  static constexpr int64_t kMaxPrefetch = 1024;
+  // 2^24 samples: 16x the largest shuffle buffers in use (1M); it holds processed samples.
+  static constexpr int64_t kMaxShuffleBuffer = int64_t{1} << 24;
+  // 2^20 passes: 1000x the longest schedules (~1000 epochs); epoch numbers stay far inside
+  // a SampleId's 32 bits.
+  static constexpr int64_t kMaxEpochs = int64_t{1} << 20;
+  // 2^40 files: beyond any file list; sample indices stay far inside 64 bits.
+  static constexpr int64_t kMaxTake = int64_t{1} << 40;
+  // 1024 threads: above the largest machines' hardware threads (2 x 192 cores x 2 = 768);
+  // each thread reserves a stack, and a map keeps 2 elements in flight per thread.
+  static constexpr int64_t kMaxThreads = 1024;
+  // Padding values: finite, within f32's range (a padded field is at most f64 anyway).
+  static constexpr double kMaxPaddingValue = 1e38;
+};
+
 struct Options {
   // Largest values accepted for the input limits: far above any real image or file, low
   // enough that sizes derived from them (pixels x channels x 8 bytes) cannot overflow.
@@ -85,6 +109,10 @@ std::string ToCanonicalJson(const PipelineSpec& spec);
 std::string ToYaml(const PipelineSpec& spec);
 // 16 hex digits hashing the canonical form; stable across runs and machines.
 std::string Fingerprint(const PipelineSpec& spec);
+
+// Checks the ranges of SpecLimits on a spec built in code (ParseSpec checks them as it
+// reads): "batch.size: must be in [1, 65536], got 100000000".
+Status CheckSpecRanges(const PipelineSpec& spec);
 
 bool operator==(const OpSpec& a, const OpSpec& b);
 bool operator==(const SourceSpec& a, const SourceSpec& b);

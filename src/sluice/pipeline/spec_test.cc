@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace sluice::pipeline {
@@ -323,27 +324,84 @@ TEST(SpecErrorTest, WrongScalarType) {
             "pipe.yaml:1:17: source.files: expected a path or glob, or a list of them, got a map");
   EXPECT_EQ(ErrorOf("source: {files: [a.jpg, [b.jpg]]}\n"),
             "pipe.yaml:1:25: source.files[1]: expected a string, got a list");
-  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "options: {threads: many}\n"),
-            "pipe.yaml:2:20: options.threads: expected \"auto\" or an int >= 1, got \"many\"");
+  EXPECT_EQ(
+      ErrorOf(std::string(kMinimal) + "options: {threads: many}\n"),
+      "pipe.yaml:2:20: options.threads: expected \"auto\" or an int in [1, 1024], got \"many\"");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "padded_batch: {size: 2, padding_value: zero}\n"),
             "pipe.yaml:2:40: padded_batch.padding_value: expected a number, got \"zero\"");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: 64\n"),
             "pipe.yaml:2:8: batch: expected a map {size: N, drop_remainder: BOOL}, got 64");
 }
 
+// The upper bounds (SpecLimits): a hostile or mistyped value is an error naming the field,
+// not a huge allocation or thousands of threads later.
+TEST(SpecErrorTest, OverTheUpperBound) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 100000000}\n"),
+            "pipe.yaml:2:15: batch.size: must be in [1, 65536], got 100000000");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "padded_batch: {size: 65537}\n"),
+            "pipe.yaml:2:22: padded_batch.size: must be in [1, 65536], got 65537");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "prefetch: 1025\n"),
+            "pipe.yaml:2:11: prefetch: must be in [0, 1024], got 1025");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "shuffle_buffer: 9223372036854775807\n"),
+            "pipe.yaml:2:17: shuffle_buffer: must be in [0, 16777216], got 9223372036854775807");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "epochs: 4294967296\n"),
+            "pipe.yaml:2:9: epochs: must be in [1, 1048576], or -1 to repeat forever, got "
+            "4294967296");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "take: 1099511627777\n"),
+            "pipe.yaml:2:7: take: must be in [0, 1099511627776], or -1 for all samples, got "
+            "1099511627777");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "options: {threads: 100000}\n"),
+            "pipe.yaml:2:20: options.threads: must be \"auto\" or an int in [1, 1024], got 100000");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "padded_batch: {size: 2, padding_value: .nan}\n"),
+            "pipe.yaml:2:40: padded_batch.padding_value: must be a finite number in [-1e+38, "
+            "1e+38], got .nan");
+  EXPECT_EQ(
+      ErrorOf(std::string(kMinimal) + "padded_batch: {size: 2, padding_values: {audio: -.inf}}\n"),
+      "pipe.yaml:2:49: padded_batch.padding_values.audio: must be a finite number in "
+      "[-1e+38, 1e+38], got -.inf");
+  // The largest accepted values read back.
+  StatusOr<PipelineSpec> spec = ParseSpec(
+      std::string(kMinimal) +
+          "batch: {size: 65536}\nprefetch: 1024\nshuffle_buffer: 16777216\nepochs: 1048576\n"
+          "options: {threads: 1024}\n",
+      "pipe.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->batch.size, 65536);
+  EXPECT_EQ(spec->options.threads, 1024);
+}
+
+// A spec built in code, not read from text, is checked by CheckSpecRanges (Loader and
+// LocalExecutor call it).
+TEST(SpecErrorTest, CheckSpecRangesOnASpecBuiltInCode) {
+  PipelineSpec spec;
+  spec.source.files = {"a.jpg"};
+  EXPECT_TRUE(CheckSpecRanges(spec).ok());
+  spec.batch.size = int64_t{1} << 40;
+  EXPECT_EQ(CheckSpecRanges(spec).message(),
+            "batch.size: must be in [1, 65536], got 1099511627776");
+  spec.batch.size = 8;
+  spec.options.threads = 5000;
+  EXPECT_EQ(CheckSpecRanges(spec).message(), "options.threads: must be in [1, 1024], got 5000");
+  spec.options.threads = 0;
+  spec.batch.padded = true;
+  spec.batch.padding_values["x"] = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(CheckSpecRanges(spec).message(),
+            "padded_batch.padding_values.x: must be a finite number in [-1e+38, 1e+38], got .inf");
+}
+
 TEST(SpecErrorTest, OutOfRange) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 0}\n"),
-            "pipe.yaml:2:15: batch.size: must be >= 1, got 0");
+            "pipe.yaml:2:15: batch.size: must be in [1, 65536], got 0");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "prefetch: -1\n"),
-            "pipe.yaml:2:11: prefetch: must be >= 0, got -1");
+            "pipe.yaml:2:11: prefetch: must be in [0, 1024], got -1");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "shuffle_buffer: -5\n"),
-            "pipe.yaml:2:17: shuffle_buffer: must be >= 0, got -5");
+            "pipe.yaml:2:17: shuffle_buffer: must be in [0, 16777216], got -5");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "take: -2\n"),
-            "pipe.yaml:2:7: take: must be >= 0, or -1 for all samples, got -2");
+            "pipe.yaml:2:7: take: must be in [0, 1099511627776], or -1 for all samples, got -2");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "epochs: 0\n"),
-            "pipe.yaml:2:9: epochs: must be >= 1, or -1 to repeat forever, got 0");
+            "pipe.yaml:2:9: epochs: must be in [1, 1048576], or -1 to repeat forever, got 0");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "options: {threads: 0}\n"),
-            "pipe.yaml:2:20: options.threads: must be \"auto\" or an int >= 1, got 0");
+            "pipe.yaml:2:20: options.threads: must be \"auto\" or an int in [1, 1024], got 0");
   EXPECT_EQ(ErrorOf("source: {files: \"\"}\n"), "pipe.yaml:1:17: source.files: must not be empty");
   EXPECT_EQ(ErrorOf("source: {files: []}\n"),
             "pipe.yaml:1:17: source.files: must list at least one path or pattern");

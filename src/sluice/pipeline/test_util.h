@@ -16,7 +16,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <opencv2/core.hpp>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +102,8 @@ inline StatusOr<Schema> SameSchema(const ops::Args&, const Schema& in) { return 
 //   sleep      sleeps `ms` ms (0: none), or `ms` + (index % `spread`) ms with a spread
 //   burn       spins on the CPU for `us` microseconds
 //   fail_on    fails on the indices in `ids` with "bad sample <index>"
+//   throw_on   throws on the indices in `ids`: `kind` 0 std::bad_alloc, 1 std::length_error,
+//              2 cv::Exception (out of memory), 3 std::runtime_error
 //   rand       adds `rand` i64[] = first draw of ctx.MakeRng(element)
 //   blob       adds `blob` u8[`bytes`] filled with index % 251
 //   ragged     adds `seq` f32[?,2] with (index % 4) + 1 rows, every value = index
@@ -154,6 +159,25 @@ inline std::unique_ptr<ops::Registry> TestRegistry() {
                     return absl::DataLossError(absl::StrCat("bad sample ", e.id.index));
                   }
                   return absl::OkStatus();
+                };
+              }));
+  add(MakeDef({"throw_on", "throws on ids", {IntListArg("ids"), IntArg("kind", 0)}}, SameSchema,
+              [](const ops::Args& a, const Schema&) {
+                std::vector<int64_t> ids = a.IntList("ids");
+                std::set<uint64_t> bad(ids.begin(), ids.end());
+                int64_t kind = a.Int("kind");
+                return [bad, kind](Element& e, const ops::OpContext&) -> Status {
+                  if (!bad.count(e.id.index)) return absl::OkStatus();
+                  if (kind == 1) {
+                    std::vector<int> v;
+                    v.reserve(v.max_size() + 1);  // std::length_error
+                  } else if (kind == 2) {
+                    throw cv::Exception(cv::Error::StsNoMem, "Failed to allocate 1 TB",
+                                        "OutOfMemoryError", __FILE__, __LINE__);
+                  } else if (kind == 3) {
+                    throw std::runtime_error("something odd");
+                  }
+                  throw std::bad_alloc();
                 };
               }));
   add(MakeDef({"rand", "adds a random draw", {}, /*random=*/true},

@@ -84,11 +84,27 @@ StatusOr<pipeline::PipelineSpec> SpecFromJson(const std::string& json) {
   return pipeline::ParseSpec(json, "spec");
 }
 
+// A Python int as int64, or an error naming the argument when it does not fit (Python ints
+// are unbounded; the spec's are 64-bit, as the YAML reader's).
+StatusOr<int64_t> ToInt64(const std::string& name, const py::handle& value) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": integer out of range: ", std::string(py::str(value))));
+  }
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<int64_t>(v);
+}
+
 // Python value -> op argument, read as the YAML reader reads the same literal: bool, int,
 // float, str, and lists of numbers (a list with any float is a list of floats).
 StatusOr<ops::ArgValue> ToArgValue(const std::string& name, const py::handle& value) {
   if (py::isinstance<py::bool_>(value)) return ops::ArgValue(value.cast<bool>());
-  if (py::isinstance<py::int_>(value)) return ops::ArgValue(value.cast<int64_t>());
+  if (py::isinstance<py::int_>(value)) {
+    SLUICE_ASSIGN_OR_RETURN(int64_t v, ToInt64(name, value));
+    return ops::ArgValue(v);
+  }
   if (py::isinstance<py::float_>(value)) return ops::ArgValue(value.cast<double>());
   if (py::isinstance<py::str>(value)) return ops::ArgValue(value.cast<std::string>());
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
@@ -101,7 +117,8 @@ StatusOr<ops::ArgValue> ToArgValue(const std::string& name, const py::handle& va
             absl::StrCat(name, ": expected numbers in the list, got a bool"));
       }
       if (py::isinstance<py::int_>(item)) {
-        ints.push_back(item.cast<int64_t>());
+        SLUICE_ASSIGN_OR_RETURN(int64_t v, ToInt64(name, item));
+        ints.push_back(v);
         floats.push_back(static_cast<double>(ints.back()));
       } else if (py::isinstance<py::float_>(item)) {
         any_float = true;

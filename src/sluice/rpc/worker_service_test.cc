@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,41 @@ TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
   EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(session.status().message()), HasSubstr("warp_drive"));
   EXPECT_THAT(std::string(session.status().message()), HasSubstr("rejected by the worker"));
+}
+
+// A peer that skips the trainer's checks and sends a spec with a huge batch, thread count or
+// op argument gets the session refused, naming the field; the service goes on serving.
+TEST_F(WorkerServiceTest, RejectsSpecsOutsideTheirRanges) {
+  WorkerService service(Rooted());
+  const struct {
+    std::function<void(pipeline::PipelineSpec&)> edit;
+    const char* message;
+  } cases[] = {
+      {[](pipeline::PipelineSpec& s) { s.batch.size = int64_t{1} << 40; },
+       "batch.size: must be in [1, 65536], got 1099511627776"},
+      {[](pipeline::PipelineSpec& s) { s.options.threads = 1 << 30; },
+       "options.threads: must be \"auto\" or an int in [1, 1024], got 1073741824"},
+      {[](pipeline::PipelineSpec& s) { s.prefetch = int64_t{1} << 50; },
+       "prefetch: must be in [0, 1024], got 1125899906842624"},
+      {[](pipeline::PipelineSpec& s) {
+         s.ops.push_back(
+             {"pad_or_trim", {{"field", std::string("image")}, {"length", int64_t{1} << 40}}});
+       },
+       "pad_or_trim.length: must be in [1, 134217728], got 1099511627776"},
+  };
+  for (const auto& c : cases) {
+    pipeline::PipelineSpec spec = spec_;
+    c.edit(spec);
+    OpenRequest request = Request(2);
+    request.spec_json = pipeline::ToCanonicalJson(spec);
+    auto session = service.OpenSession(request);
+    ASSERT_FALSE(session.ok()) << c.message;
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(session.status().message()), HasSubstr("rejected by the worker"));
+    EXPECT_THAT(std::string(session.status().message()), HasSubstr(c.message));
+  }
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok()) << session.status();
 }
 
 TEST_F(WorkerServiceTest, RejectsAVersionMismatchNamingBothVersions) {

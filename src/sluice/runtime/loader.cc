@@ -814,6 +814,11 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
                                                  LoaderOptions options,
                                                  const ops::Registry& registry) {
   SLUICE_RETURN_IF_ERROR(CheckPlan(spec, options));
+  SLUICE_RETURN_IF_ERROR(pipeline::CheckSpecRanges(spec));
+  if (options.threads > pipeline::SpecLimits::kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads: must be in [1, ", pipeline::SpecLimits::kMaxThreads, "], got ", options.threads));
+  }
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.spec = spec;

@@ -463,6 +463,27 @@ class PadOrTrimOp final : public Op {
   double value_;
 };
 
+// Argument ranges (see op_util.h for the principle).
+// Sample rates: 1 MHz, above the fastest audio converters (768 kHz) and ultrasound
+// recorders (500 kHz); keeps rate ratios and filter lengths small.
+constexpr int64_t kMaxSampleRate = 1'000'000;
+// STFT frame and hop: 65536 samples (1.4 s at 48 kHz), 16x the largest frames in use
+// (4096); a frame's buffers stay at a few hundred KiB per thread.
+constexpr int64_t kMaxFftSize = 65536;
+// rfft over a whole signal: 2^24 points (6 minutes at 44.1 kHz), 128 MiB of output.
+constexpr int64_t kMaxRfftSize = int64_t{1} << 24;
+// Mel bands: 1024, 8x the most used (128); more bands than FFT bins are empty anyway.
+constexpr int64_t kMaxMels = 1024;
+// eps of log / normalize_features: a stabiliser far below the data's scale; 1000 leaves
+// room for unnormalised power spectra.
+constexpr double kMaxEps = 1000;
+// Decibels: 200 dB is beyond f32's 150 dB dynamic range either way.
+constexpr double kMaxDecibels = 200;
+// pad_or_trim: the axis of a tensor (ranks beyond 8 do not occur in a sample).
+constexpr int64_t kMaxAxis = 7;
+constexpr int64_t kMaxLength = kMaxArgLength;
+constexpr double kMaxValue = kMaxArgValue;
+
 StftParams StftFromArgs(const Args& args) {
   StftParams p;
   p.n_fft = args.Int("n_fft");
@@ -487,7 +508,7 @@ OpDef ResampleOpDef() {
       "sinc (6 zero crossings, cutoff 0.99 of the lower Nyquist frequency) applied polyphase; "
       "updates the sample-rate field. Audio already at `rate` passes unchanged.",
       {FieldArg("audio", "the f32[samples, channels] field"),
-       Arg("rate", ArgType::kInt).Min(1).Doc("target sample rate in Hz"),
+       Arg("rate", ArgType::kInt).Range(1, kMaxSampleRate).Doc("target sample rate in Hz"),
        Arg("rate_field", ArgType::kString)
            .Default("sample_rate")
            .Doc("the i64[] field holding the current rate")});
@@ -508,8 +529,10 @@ OpDef AddNoiseOpDef() {
       "add_noise", /*random=*/true,
       "Adds white gaussian noise at a signal-to-noise ratio of `snr_db` (noise power = mean "
       "signal power / 10^(snr_db / 10)); the noise is drawn from the sample's identity seed.",
-      {FieldArg("audio", "the f32 signal field"),
-       Arg("snr_db", ArgType::kFloat).Default(ArgValue(20.0)).Doc("signal-to-noise ratio in dB")});
+      {FieldArg("audio", "the f32 signal field"), Arg("snr_db", ArgType::kFloat)
+                                                      .Default(ArgValue(20.0))
+                                                      .Range(-kMaxDecibels, kMaxDecibels)
+                                                      .Doc("signal-to-noise ratio in dB")});
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
     SLUICE_ASSIGN_OR_RETURN(int audio,
@@ -530,11 +553,11 @@ OpDef SpectrogramOpDef() {
        Arg("output", ArgType::kString).Default("spectrogram").Doc("the output field"),
        Arg("n_fft", ArgType::kInt)
            .Default(ArgValue(int64_t{400}))
-           .Min(2)
+           .Range(2, kMaxFftSize)
            .Doc("FFT size and frame length in samples (even)"),
        Arg("hop", ArgType::kInt)
            .Default(ArgValue(int64_t{160}))
-           .Min(1)
+           .Range(1, kMaxFftSize)
            .Doc("samples between frame starts"),
        Arg("window", ArgType::kString)
            .Default("hann")
@@ -575,13 +598,19 @@ OpDef MelOpDef() {
       {FieldArg("spectrogram", "the f32[frames, bins] field"),
        Arg("sample_rate", ArgType::kInt)
            .Default(ArgValue(int64_t{16000}))
-           .Min(1)
+           .Range(1, kMaxSampleRate)
            .Doc("the signal's sample rate in Hz"),
-       Arg("n_mels", ArgType::kInt).Default(ArgValue(int64_t{80})).Min(1).Doc("number of filters"),
-       Arg("f_min", ArgType::kFloat).Default(ArgValue(0.0)).Min(0).Doc("lowest frequency in Hz"),
+       Arg("n_mels", ArgType::kInt)
+           .Default(ArgValue(int64_t{80}))
+           .Range(1, kMaxMels)
+           .Doc("number of filters"),
+       Arg("f_min", ArgType::kFloat)
+           .Default(ArgValue(0.0))
+           .Range(0, kMaxSampleRate / 2)
+           .Doc("lowest frequency in Hz"),
        Arg("f_max", ArgType::kFloat)
            .Default(ArgValue(0.0))
-           .Min(0)
+           .Range(0, kMaxSampleRate / 2)
            .Doc("highest frequency in Hz (0: sample_rate / 2)"),
        Arg("scale", ArgType::kString)
            .Default("htk")
@@ -618,7 +647,7 @@ OpDef LogOpDef() {
                             {FieldArg("spectrogram", "the f32 field"),
                              Arg("eps", ArgType::kFloat)
                                  .Default(ArgValue(1e-6))
-                                 .Min(0)
+                                 .Range(0, kMaxEps)
                                  .Doc("added before the logarithm (keeps log(0) finite)")});
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
@@ -640,7 +669,7 @@ OpDef RfftOpDef() {
        Arg("output", ArgType::kString).Default("fft").Doc("the output field"),
        Arg("n", ArgType::kInt)
            .Default(ArgValue(int64_t{0}))
-           .Min(0)
+           .Range(0, kMaxRfftSize)
            .Doc("FFT size: the signal is zero-padded or truncated to it (0: its own length)"),
        Arg("frames", ArgType::kBool)
            .Default(ArgValue(false))
@@ -670,7 +699,10 @@ OpDef NormalizeFeaturesOpDef() {
       "Per-utterance normalisation of f32[frames, features]: each feature (column) minus its "
       "mean over the frames, divided by sqrt(variance + eps).",
       {FieldArg("spectrogram", "the f32[frames, features] field"),
-       Arg("eps", ArgType::kFloat).Default(ArgValue(1e-5)).Min(0).Doc("added to the variance")});
+       Arg("eps", ArgType::kFloat)
+           .Default(ArgValue(1e-5))
+           .Range(0, kMaxEps)
+           .Doc("added to the variance")});
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
     SLUICE_ASSIGN_OR_RETURN(int index, RequireField(input, args.String("field"), {DType::kF32}, 2,
@@ -688,9 +720,15 @@ OpDef PadOrTrimOpDef() {
       "cut at the end, shorter ones padded at the end with `value`. Optionally records the "
       "kept length (before padding) in an i64[] field.",
       {FieldArg("spectrogram", "the numeric field"),
-       Arg("length", ArgType::kInt).Min(1).Doc("the size of `axis` after the op"),
-       Arg("axis", ArgType::kInt).Default(ArgValue(int64_t{0})).Min(0).Doc("the dimension"),
-       Arg("value", ArgType::kFloat).Default(ArgValue(0.0)).Doc("the padding value"),
+       Arg("length", ArgType::kInt).Range(1, kMaxLength).Doc("the size of `axis` after the op"),
+       Arg("axis", ArgType::kInt)
+           .Default(ArgValue(int64_t{0}))
+           .Range(0, kMaxAxis)
+           .Doc("the dimension"),
+       Arg("value", ArgType::kFloat)
+           .Default(ArgValue(0.0))
+           .Range(-kMaxValue, kMaxValue)
+           .Doc("the padding value"),
        Arg("length_field", ArgType::kString)
            .Default("")
            .Doc("if set, an i64[] field that receives the unpadded length")});

@@ -130,6 +130,25 @@ TEST(ParseWavTest, MalformedFilesGiveClearErrors) {
               HasSubstr("not a whole number of 4-byte frames"));
 }
 
+// Sizes in a WAV header are checked against the bytes actually there before anything is
+// allocated from them: a 300-byte file whose headers claim 4 GiB fails, naming the chunk.
+TEST(ParseWavTest, DeclaredSizesBeyondTheDataAreRefused) {
+  const std::string good = MakeWav(1, 1, 16000, 16, std::string(200, '\x01'));
+  const size_t data_size_at = good.size() - 200 - 4;
+  std::string bomb = good;
+  bomb.replace(data_size_at, 4, std::string("\xf0\xff\xff\xff", 4));  // data: 4 GiB
+  auto wav = ParseWav(bomb, false);
+  ASSERT_FALSE(wav.ok());
+  EXPECT_EQ(wav.status().message(),
+            "truncated WAV: chunk 'data' declares 4294967280 bytes, 200 remain");
+  bomb.replace(4, 4, std::string("\xff\xff\xff\xff", 4));  // RIFF: 4 GiB as well
+  wav = ParseWav(bomb, false);
+  ASSERT_FALSE(wav.ok());
+  EXPECT_EQ(wav.status().message(),
+            absl::StrCat("truncated WAV: the RIFF header declares 4294967303 bytes, the data has ",
+                         bomb.size()));
+}
+
 TEST(DecodeWavOpTest, ErrorsUnderBothOnErrorModesAreStatusesNamingTheProblem) {
   // The op reports a Status; the pipeline turns it into a failure (on_error: fail) or a
   // skipped, counted sample (on_error: skip). Either way the message must say why.

@@ -6,6 +6,10 @@
 namespace sluice::ops {
 namespace {
 
+// 2^24 classes: 5x the largest extreme-classification label sets (a few million); one
+// sample's vector stays under 128 MiB even as f64.
+constexpr int64_t kMaxClasses = int64_t{1} << 24;
+
 class OneHotOp final : public Op {
  public:
   OneHotOp(const OpSchema* schema, Args args, Schema input, Schema output, int index,
@@ -50,7 +54,9 @@ OpDef OneHotOpDef() {
       "`num_classes` entries (an extra last dimension). A label outside [0, num_classes) is "
       "an error.",
       {Arg("field", ArgType::kString).Default("label").Doc("the integer label field"),
-       Arg("num_classes", ArgType::kInt).Min(1).Doc("the number of classes (vector length)"),
+       Arg("num_classes", ArgType::kInt)
+           .Range(1, kMaxClasses)
+           .Doc("the number of classes (vector length)"),
        Arg("dtype", ArgType::kString)
            .Default("f32")
            .Choices(NumericDTypeNames())

@@ -617,11 +617,11 @@ OpDef CropBoxOpDef() {
 
 OpDef ClipOpDef() {
   OpDef def;
-  def.schema =
-      MakeOpSchema("clip", /*random=*/false, "Clamps every value of an f32 field to [min, max].",
-                   {Arg("field", ArgType::kString).Default("image").Doc("the f32 field"),
-                    Arg("min", ArgType::kFloat).Doc("lower bound"),
-                    Arg("max", ArgType::kFloat).Doc("upper bound, >= min")});
+  def.schema = MakeOpSchema(
+      "clip", /*random=*/false, "Clamps every value of an f32 field to [min, max].",
+      {Arg("field", ArgType::kString).Default("image").Doc("the f32 field"),
+       Arg("min", ArgType::kFloat).Range(-kMaxArgValue, kMaxArgValue).Doc("lower bound"),
+       Arg("max", ArgType::kFloat).Range(-kMaxArgValue, kMaxArgValue).Doc("upper bound, >= min")});
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
     if (!(args.Float("min") <= args.Float("max"))) {

@@ -196,11 +196,23 @@ struct PngInfo {
   int height = 0;
   size_t rowbytes = 0;
   int passes = 1;
+  bool too_big = false;  // over the pixel limit: only width and height are set
 };
 
-bool PngHeaderPhase(png_structp png, png_infop info, int channels, PngInfo* out) {
+bool PngHeaderPhase(png_structp png, png_infop info, int channels, int64_t max_pixels,
+                    PngInfo* out) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_read_info(png, info);
+  // The IHDR size, checked before png_read_update_info allocates rows for it. (libpng
+  // itself caps each side at 1M, which would still let 10^12 pixels through.)
+  const int64_t width = png_get_image_width(png, info);
+  const int64_t height = png_get_image_height(png, info);
+  if (width * height > max_pixels) {
+    out->width = static_cast<int>(width);
+    out->height = static_cast<int>(height);
+    out->too_big = true;
+    return true;
+  }
   const int color_type = png_get_color_type(png, info);
   const int bit_depth = png_get_bit_depth(png, info);
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -227,6 +239,14 @@ bool PngRowsPhase(png_structp png, png_bytepp rows, int height, int passes) {
 
 }  // namespace
 
+Status CheckImagePixels(int64_t width, int64_t height, int64_t max_pixels) {
+  const int64_t pixels = width * height;  // both < 2^32 (JPEG and PNG store 16/31 bits)
+  if (pixels <= max_pixels) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "image is ", width, "x", height, " (", pixels, " pixels), over the limit of ", max_pixels,
+      " pixels (raise it with options.max_image_pixels, on a worker with --max-image-pixels)"));
+}
+
 ImageFormat SniffImageFormat(std::string_view data) {
   static constexpr unsigned char kPng[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
   if (data.size() >= 3 && static_cast<unsigned char>(data[0]) == 0xFF &&
@@ -247,8 +267,8 @@ std::string_view NameOtherFormat(std::string_view data) {
   return "";
 }
 
-StatusOr<DecodedImage> DecodeJpeg(std::string_view data, int channels,
-                                  const DecodePlanner& planner) {
+StatusOr<DecodedImage> DecodeJpeg(std::string_view data, int channels, const DecodePlanner& planner,
+                                  int64_t max_pixels) {
   if (data.empty()) return absl::InvalidArgumentError("cannot decode JPEG: empty input (0 bytes)");
   if (channels != 1 && channels != 3) {
     return absl::InvalidArgumentError(absl::StrCat("channels must be 1 or 3, got ", channels));
@@ -271,6 +291,9 @@ StatusOr<DecodedImage> DecodeJpeg(std::string_view data, int channels,
     return absl::DataLossError(
         absl::StrCat("corrupt JPEG: image size ", header.width, "x", header.height));
   }
+  // Before libjpeg allocates anything sized by the image (a progressive JPEG buffers all
+  // its coefficients) and before our output.
+  SLUICE_RETURN_IF_ERROR(CheckImagePixels(header.width, header.height, max_pixels));
 
   DecodeRequest request;
   if (planner) request = planner(header.height, header.width);
@@ -340,7 +363,7 @@ StatusOr<DecodedImage> DecodeJpeg(std::string_view data, int channels,
   return result;
 }
 
-StatusOr<Tensor> DecodePng(std::string_view data, int channels) {
+StatusOr<Tensor> DecodePng(std::string_view data, int channels, int64_t max_pixels) {
   if (data.empty()) return absl::InvalidArgumentError("cannot decode PNG: empty input (0 bytes)");
   if (channels != 1 && channels != 3) {
     return absl::InvalidArgumentError(absl::StrCat("channels must be 1 or 3, got ", channels));
@@ -359,9 +382,10 @@ StatusOr<Tensor> DecodePng(std::string_view data, int channels) {
   png_set_read_fn(png, &reader, PngReadFn);
 
   PngInfo header;
-  if (!PngHeaderPhase(png, info, channels, &header)) {
+  if (!PngHeaderPhase(png, info, channels, max_pixels, &header)) {
     return absl::DataLossError(absl::StrCat("corrupt PNG: ", reader.message));
   }
+  if (header.too_big) return CheckImagePixels(header.width, header.height, max_pixels);
   if (header.width <= 0 || header.height <= 0 ||
       header.rowbytes != static_cast<size_t>(header.width) * channels) {
     return absl::DataLossError(absl::StrCat("corrupt PNG: unexpected layout ", header.width, "x",

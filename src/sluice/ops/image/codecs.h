@@ -38,13 +38,22 @@ using DecodePlanner = std::function<DecodeRequest(int64_t full_height, int64_t f
 // (the scales libjpeg-turbo accelerates), and only the rows and
 // columns covering the requested region (widened to the iMCU grid libjpeg imposes, and to
 // whole full-resolution pixels); `region` says what was decoded.
+//
+// Both decoders read the header first and refuse an image whose width x height is over
+// `max_pixels` (ResourceExhausted) before allocating anything for its pixels: a 26 KB JPEG
+// may claim 60000x60000.
 StatusOr<DecodedImage> DecodeJpeg(std::string_view data, int channels,
-                                  const DecodePlanner& planner = nullptr);
+                                  const DecodePlanner& planner = nullptr,
+                                  int64_t max_pixels = InputLimits::kDefaultMaxImagePixels);
 
 // Decodes a PNG to `channels` (3: RGB, 1: gray) 8-bit channels: palettes are expanded,
 // 16-bit samples rounded to 8 bits, alpha dropped, gray replicated or RGB converted to gray
 // (0.299 R + 0.587 G + 0.114 B).
-StatusOr<Tensor> DecodePng(std::string_view data, int channels);
+StatusOr<Tensor> DecodePng(std::string_view data, int channels,
+                           int64_t max_pixels = InputLimits::kDefaultMaxImagePixels);
+
+// The error for an image of `width` x `height` over `max_pixels`; OK when it is not.
+Status CheckImagePixels(int64_t width, int64_t height, int64_t max_pixels);
 
 }  // namespace sluice::ops
 

@@ -11,6 +11,13 @@
 namespace sluice::ops {
 namespace {
 
+// color_jitter strengths: factors are drawn from [max(0, 1 - s), 1 + s], and beyond s = 10
+// every pixel saturates; torchvision's recipes use <= 0.4.
+constexpr double kMaxJitter = 10;
+// normalize: mean and std in the data's units (0..255 for u8 images, or any scaled range);
+// 1e6 leaves room for any such scale and keeps (x - mean) / std finite in f32.
+constexpr double kMaxNormalize = 1e6;
+
 uint8_t SaturateU8(double v) {
   if (!(v > 0)) return 0;
   if (v >= 255) return 255;
@@ -214,11 +221,17 @@ OpDef ColorJitterOpDef() {
       "and the adjustments run in a random order per sample. Brightness blends with black, "
       "contrast with the mean gray level, saturation with the gray image. 0 disables one.",
       {ImageFieldArg(),
-       Arg("brightness", ArgType::kFloat).Default(ArgValue(0.0)).Min(0).Doc("brightness jitter"),
-       Arg("contrast", ArgType::kFloat).Default(ArgValue(0.0)).Min(0).Doc("contrast jitter"),
+       Arg("brightness", ArgType::kFloat)
+           .Default(ArgValue(0.0))
+           .Range(0, kMaxJitter)
+           .Doc("brightness jitter"),
+       Arg("contrast", ArgType::kFloat)
+           .Default(ArgValue(0.0))
+           .Range(0, kMaxJitter)
+           .Doc("contrast jitter"),
        Arg("saturation", ArgType::kFloat)
            .Default(ArgValue(0.0))
-           .Min(0)
+           .Range(0, kMaxJitter)
            .Doc("saturation jitter (no effect on 1-channel images)")});
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
@@ -236,8 +249,12 @@ OpDef NormalizeOpDef() {
       "(x - mean) / std per channel, written as floats in one pass; u8 input is first divided "
       "by 255 (torchvision's ToTensor + Normalize). CHW layout transposes to [C,H,W].",
       {ImageFieldArg(),
-       Arg("mean", ArgType::kFloatList).Doc("per-channel mean (or one value for all)"),
-       Arg("std", ArgType::kFloatList).Doc("per-channel std, > 0 (or one value for all)"),
+       Arg("mean", ArgType::kFloatList)
+           .Range(-kMaxNormalize, kMaxNormalize)
+           .Doc("per-channel mean (or one value for all)"),
+       Arg("std", ArgType::kFloatList)
+           .Range(0, kMaxNormalize)
+           .Doc("per-channel std, > 0 (or one value for all)"),
        Arg("layout", ArgType::kString).Default("CHW").Choices({"CHW", "HWC"}).Doc("output layout"),
        Arg("dtype", ArgType::kString).Default("f32").Choices({"f32", "f16"}).Doc("output dtype")});
   def.factory = [](const OpSchema& schema, const Args& args,

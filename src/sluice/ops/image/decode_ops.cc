@@ -87,11 +87,13 @@ class DecodeOp final : public Op {
     DecodedImage decoded;
     switch (format) {
       case ImageFormat::kJpeg: {
-        SLUICE_ASSIGN_OR_RETURN(decoded, DecodeJpeg(bytes, channels_, Planner(element, ctx)));
+        SLUICE_ASSIGN_OR_RETURN(decoded, DecodeJpeg(bytes, channels_, Planner(element, ctx),
+                                                    ctx.env->limits.max_image_pixels));
         break;
       }
       case ImageFormat::kPng: {
-        SLUICE_ASSIGN_OR_RETURN(decoded.image, DecodePng(bytes, channels_));
+        SLUICE_ASSIGN_OR_RETURN(decoded.image,
+                                DecodePng(bytes, channels_, ctx.env->limits.max_image_pixels));
         break;
       }
       case ImageFormat::kUnknown: {

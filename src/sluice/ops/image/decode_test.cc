@@ -123,6 +123,68 @@ TEST(DecodePngTest, TruncatedAndGarbageAreErrors) {
   EXPECT_FALSE(Decode("decode_png", "", &e).ok());
 }
 
+// Decompression bombs: a small file whose header claims 60000x60000 pixels is refused from
+// its header, before anything is allocated for the pixels (this test would need 10 GiB
+// otherwise).
+TEST(DecodeLimitTest, JpegOverThePixelLimitIsRefusedFromItsHeader) {
+  const std::string bomb = test::WithJpegSize(EncodeJpeg(TexturedImage(16, 16)), 60000, 60000);
+  ASSERT_FALSE(bomb.empty());
+  EXPECT_LT(bomb.size(), 4096u);
+  for (const char* name : {"decode_jpeg", "decode_image"}) {
+    Element e;
+    Status s = Decode(name, bomb, &e);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << name;
+    EXPECT_EQ(Message(s),
+              "image is 60000x60000 (3600000000 pixels), over the limit of 134217728 pixels "
+              "(raise it with options.max_image_pixels, on a worker with --max-image-pixels)")
+        << name;
+  }
+}
+
+TEST(DecodeLimitTest, PngOverThePixelLimitIsRefusedFromItsIhdr) {
+  const std::string bomb = test::WithPngSize(EncodePng(TexturedImage(16, 16)), 60000, 60000);
+  for (const char* name : {"decode_png", "decode_image"}) {
+    Element e;
+    Status s = Decode(name, bomb, &e);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << name;
+    EXPECT_EQ(Message(s),
+              "image is 60000x60000 (3600000000 pixels), over the limit of 134217728 pixels "
+              "(raise it with options.max_image_pixels, on a worker with --max-image-pixels)")
+        << name;
+  }
+  // The patched header is believed (its CRC is right): under a raised limit the decoder
+  // gets as far as the missing pixel data.
+  auto decoded = DecodePng(bomb, 3, int64_t{60000} * 60000);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+}
+
+// The limit is the OpEnv's (options.max_image_pixels, or a worker's flag): an image just over
+// it fails, one at it decodes.
+TEST(DecodeLimitTest, TheLimitComesFromTheOpEnv) {
+  OpEnv env;
+  env.limits.max_image_pixels = 200 * 300;
+  OpContext ctx;
+  ctx.env = &env;
+  for (const std::string& name : {"decode_jpeg", "decode_png"}) {
+    auto op = MakeOp(name, {}, DataSchema());
+    ASSERT_NE(op, nullptr);
+    const Tensor at = TexturedImage(200, 300);
+    const Tensor over = TexturedImage(201, 300);
+    auto encode = [&](const Tensor& t) {
+      return name == "decode_jpeg" ? EncodeJpeg(t) : EncodePng(t);
+    };
+    Element ok = MakeElement({Tensor::FromBytes(encode(at))});
+    EXPECT_TRUE(op->Apply(ok, ctx).ok()) << name;
+    Element e = MakeElement({Tensor::FromBytes(encode(over))});
+    Status s = op->Apply(e, ctx);
+    EXPECT_EQ(Message(s),
+              "image is 300x201 (60300 pixels), over the limit of 60000 pixels (raise it with "
+              "options.max_image_pixels, on a worker with --max-image-pixels)")
+        << name;
+  }
+}
+
 TEST(DecodeImageTest, SniffsTheFormat) {
   Tensor src = TexturedImage(40, 60);
   Element jpeg, png;

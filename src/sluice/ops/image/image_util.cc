@@ -61,7 +61,9 @@ ArgSchema ImageFieldArg() {
 }
 
 ArgSchema SizeArg(std::string doc) {
-  return Arg("size", ArgType::kIntList).Length(2).Range(1, 65535).Doc(std::move(doc));
+  // 16384 per side: 4x the largest training resolutions (4096) and the largest GPU texture;
+  // 2^28 pixels at most, 3 GiB as f32 RGB.
+  return Arg("size", ArgType::kIntList).Length(2).Range(1, 16384).Doc(std::move(doc));
 }
 
 ArgSchema InterpolationArg() {
