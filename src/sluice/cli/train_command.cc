@@ -421,7 +421,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (const runtime::WorkerReport& w : report.workers) {
     absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
                     ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
-                    w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "", ")");
+                    w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "",
+                    w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "", ")");
   }
   std::fprintf(out,
                "train: %lld steps, %lld samples in %.2f s: %.1f samples/s, stall %.1f%% "
@@ -493,7 +494,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"read_cpu_ns", w.read_cpu_ns},
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
-                         {"failures", w.failures}});
+                         {"failures", w.failures},
+                         {"hangs", w.hangs},
+                         {"last_hang_silence_s", w.last_hang_silence_s}});
     }
     j["places"] = {{"local", report.samples_local}, {"workers", workers}};
     j["samples_local"] = report.samples_local;
