@@ -199,6 +199,16 @@ TEST_F(OffloadLivenessTest, WorkerWithAMismatchedTlsKeyNamesTheFiles) {
                 dir_->path());
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("--tls-cert ", key, ": no PEM certificate in it")));
+
+  // The trainer checks its client certificate the same way (gRPC would retry it for ever).
+  r = RunSluice({"train", *spec_path_, "--workers", "127.0.0.1:1", "--policy",
+                 "fixed:cut=2,ratio=0.5", "--steps", "1", "--tls-ca", cert, "--tls-cert", cert,
+                 "--tls-key", key},
+                dir_->path());
+  EXPECT_EQ(r.exit_code, 2) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("sluice train: --tls-key ", key,
+                                            " does not match the certificate in --tls-cert ",
+                                            cert)));
 }
 
 }  // namespace

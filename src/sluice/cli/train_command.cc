@@ -27,6 +27,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
 #include "sluice/runtime/auto_loader.h"
@@ -196,6 +197,15 @@ int TrainCommand(const std::vector<std::string>& args) {
                    path->c_str(), std::strerror(errno));
       return kExitUsage;
     }
+  }
+  // A file that is not PEM, or a key that is not the certificate's, makes gRPC fail every
+  // connection without saying why: name it now.
+  if (!tls_ca.empty()) {
+    Status tls = rpc::CheckPemCertificates(tls_ca, "--tls-ca");
+    if (tls.ok() && !tls_cert.empty()) {
+      tls = rpc::CheckPemKeyPair(tls_cert, "--tls-cert", tls_key, "--tls-key");
+    }
+    if (!tls.ok()) return ReportError(kCommand, tls);
   }
 
   std::optional<pipeline::PipelineSpec> loaded = LoadPipelineForCommand(kCommand, flags, files);

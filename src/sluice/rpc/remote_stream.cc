@@ -17,6 +17,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/incoming_message.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/wire.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 #include "sluice/rpc/worker_service.h"
@@ -394,6 +395,12 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   const std::string& address = connect.address;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!connect.tls_ca_file.empty()) {
+    // gRPC would only retry a bad key for ever: name the file instead.
+    SLUICE_RETURN_IF_ERROR(CheckPemCertificates(connect.tls_ca_file, "--tls-ca"));
+    if (!connect.tls_cert_file.empty() && !connect.tls_key_file.empty()) {
+      SLUICE_RETURN_IF_ERROR(CheckPemKeyPair(connect.tls_cert_file, "--tls-cert",
+                                             connect.tls_key_file, "--tls-key"));
+    }
     grpc::SslCredentialsOptions ssl;
     SLUICE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(connect.tls_ca_file));
     if (!connect.tls_cert_file.empty() || !connect.tls_key_file.empty()) {
