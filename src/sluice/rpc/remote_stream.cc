@@ -26,6 +26,10 @@ namespace sluice::rpc {
 namespace {
 
 constexpr size_t kMessageOverhead = 4096;
+// The longest the trainer waits for the worker's Opened: the worker answers after parsing the
+// spec and building its ops (milliseconds); 10 s, the hang floor (runtime/liveness.h), cuts
+// off a worker that stopped in between without cutting a slow but live one.
+constexpr double kOpenAnswerS = 10;
 
 std::chrono::system_clock::time_point DeadlineIn(double seconds) {
   return std::chrono::system_clock::now() +
@@ -145,9 +149,35 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_client_version(SluiceVersion());
     open->set_max_message_bytes(connect.max_message_bytes);
     IncomingMessage incoming;
-    if (!stream_->Write(open_msg) || !stream_->Read(&incoming)) {
-      return WorkerError(info_.address, stream_->Finish(), tls_);
+    // The stream has no deadline (it lasts the session), so the answer to Open is bounded
+    // here: a worker that stops between GetInfo and Opened would otherwise hold this call
+    // until the keepalive gives up (30 s), and with it whoever waits for the reconnect.
+    std::mutex guard_mu;
+    std::condition_variable guard_cv;
+    bool answered = false;
+    bool timed_out = false;
+    std::thread guard([&] {
+      std::unique_lock<std::mutex> lock(guard_mu);
+      if (!guard_cv.wait_for(lock, std::chrono::duration<double>(kOpenAnswerS),
+                             [&] { return answered; })) {
+        timed_out = true;
+        ctx_.TryCancel();
+      }
+    });
+    const bool ok = stream_->Write(open_msg) && stream_->Read(&incoming);
+    {
+      std::lock_guard<std::mutex> lock(guard_mu);
+      answered = true;
+      guard_cv.notify_all();
     }
+    guard.join();
+    if (timed_out) {
+      stream_->Finish();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "worker ", info_.address, " did not answer the session's Open within ", kOpenAnswerS,
+          " s"));
+    }
+    if (!ok) return WorkerError(info_.address, stream_->Finish(), tls_);
     const proto::WorkerMessage& reply = incoming.message;
     if (reply.has_error()) {
       ctx_.TryCancel();
