@@ -69,9 +69,9 @@ class OffloadLivenessTest : public ::testing::Test {
       if (entry.is_regular_file()) bytes += entry.file_size();
     }
     const uint64_t limit = std::max<uint64_t>(1, static_cast<uint64_t>(bytes / seconds));
-    return WorkerProcess::Start(dir_->path(), 0, 1,
-                                {"--data-root", dir_->path().string(), "--read-limit",
-                                 std::to_string(limit)});
+    return WorkerProcess::Start(
+        dir_->path(), 0, 1,
+        {"--data-root", dir_->path().string(), "--read-limit", std::to_string(limit)});
   }
 
   static TempDir* dir_;
@@ -101,7 +101,8 @@ TEST_F(OffloadLivenessTest, AStoppedWorkerIsDeclaredHungAndEverySampleArrivesOnc
   // worker has delivered samples (its rate is measured) and holds more.
   const std::regex stepping("train: step [1-9]");
   ASSERT_TRUE(WaitFor([&] { return std::regex_search(ReadAll(err), stepping); }, 120))
-      << ReadAll(err) << "\nworker:\n" << worker->Stderr();
+      << ReadAll(err) << "\nworker:\n"
+      << worker->Stderr();
   worker->Kill(SIGSTOP);
   const int code = train.Wait(180);
   worker->Kill(SIGCONT);
@@ -164,8 +165,8 @@ TEST_F(OffloadLivenessTest, AHungWorkerRejoinsWhenItAnswersAgain) {
   const int64_t before = report().samples;
   const int64_t connects = report().connects;
   worker->Kill(SIGCONT);
-  EXPECT_TRUE(WaitFor([&] { return report().connects > connects && report().samples > before; },
-                      120))
+  EXPECT_TRUE(
+      WaitFor([&] { return report().connects > connects && report().samples > before; }, 120))
       << "not used again: " << warnings.Joined();
   stop = true;
   (*loader)->Cancel();
@@ -189,9 +190,9 @@ TEST_F(OffloadLivenessTest, WorkerWithAMismatchedTlsKeyNamesTheFiles) {
   Result r = RunSluice({"worker", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key},
                        dir_->path());
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("--tls-key ", key,
-                                            " does not match the certificate in --tls-cert ",
-                                            cert)));
+  EXPECT_THAT(r.err,
+              HasSubstr(absl::StrCat("--tls-key ", key,
+                                     " does not match the certificate in --tls-cert ", cert)));
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("address in use")));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening on")));
 
@@ -201,14 +202,14 @@ TEST_F(OffloadLivenessTest, WorkerWithAMismatchedTlsKeyNamesTheFiles) {
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("--tls-cert ", key, ": no PEM certificate in it")));
 
   // The trainer checks its client certificate the same way (gRPC would retry it for ever).
-  r = RunSluice({"train", *spec_path_, "--workers", "127.0.0.1:1", "--policy",
-                 "fixed:cut=2,ratio=0.5", "--steps", "1", "--tls-ca", cert, "--tls-cert", cert,
-                 "--tls-key", key},
-                dir_->path());
+  r = RunSluice(
+      {"train", *spec_path_, "--workers", "127.0.0.1:1", "--policy", "fixed:cut=2,ratio=0.5",
+       "--steps", "1", "--tls-ca", cert, "--tls-cert", cert, "--tls-key", key},
+      dir_->path());
   EXPECT_EQ(r.exit_code, 2) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("sluice train: --tls-key ", key,
-                                            " does not match the certificate in --tls-cert ",
-                                            cert)));
+  EXPECT_THAT(r.err,
+              HasSubstr(absl::StrCat("sluice train: --tls-key ", key,
+                                     " does not match the certificate in --tls-cert ", cert)));
 }
 
 }  // namespace

@@ -52,11 +52,9 @@ int WorkerCommand(const std::vector<std::string>& args) {
   flags.AddString("read-limit", &read_limit, "BYTES_PER_S",
                   "cap on file reads, e.g. 20000000 or 20MB (a token bucket; empty: none)");
   flags.AddDouble("session-lease-s", &session_lease_s, "S",
-                  "close a session whose trainer sends nothing for S seconds (0: never)", 0,
-                  86400);
+                  "close a session whose trainer sends nothing for S seconds (0: never)", 0, 86400);
   flags.AddInt("max-pending-streams", &max_pending_streams, "N",
-               "streams connected without their Open message yet; one more is refused", 1,
-               100000);
+               "streams connected without their Open message yet; one more is refused", 1, 100000);
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError("worker", std::string(s.message()), flags.Usage());
   }

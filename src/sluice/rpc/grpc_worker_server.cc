@@ -420,8 +420,8 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
       return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
     }
     // gRPC would only fail to listen: say which file is wrong first.
-    SLUICE_RETURN_IF_ERROR(CheckPemKeyPair(options.tls_cert_file, "--tls-cert",
-                                           options.tls_key_file, "--tls-key"));
+    SLUICE_RETURN_IF_ERROR(
+        CheckPemKeyPair(options.tls_cert_file, "--tls-cert", options.tls_key_file, "--tls-key"));
     if (!options.tls_client_ca_file.empty()) {
       SLUICE_RETURN_IF_ERROR(CheckPemCertificates(options.tls_client_ca_file, "--tls-client-ca"));
     }

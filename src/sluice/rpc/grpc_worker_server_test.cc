@@ -211,8 +211,7 @@ TEST_F(GrpcWorkerTest, MutualTlsRequiresAClientCertificate) {
   ASSERT_FALSE(anonymous.ok());
   EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr(server->address()));
   // Not gRPC's bare "Socket closed": what happened and what to do.
-  EXPECT_THAT(std::string(anonymous.status().message()),
-              HasSubstr("refused the TLS handshake"));
+  EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr("refused the TLS handshake"));
   EXPECT_THAT(std::string(anonymous.status().message()),
               HasSubstr("requires a client certificate"));
   EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr("--tls-cert and --tls-key"));
@@ -258,8 +257,7 @@ TEST_F(GrpcWorkerTest, UnreadableOrMismatchedTlsFilesAreNamed) {
   const std::vector<Case> cases = {
       {d + "missing.pem", d + "server.key", "",
        "--tls-cert " + d + "missing.pem: cannot read it: No such file or directory"},
-      {garbage, d + "server.key", "",
-       "--tls-cert " + garbage + ": no PEM certificate in it"},
+      {garbage, d + "server.key", "", "--tls-cert " + garbage + ": no PEM certificate in it"},
       {d + "server.pem", garbage, "", "--tls-key " + garbage + ": no unencrypted PEM private key"},
       {d + "server.pem", d + "client.key", "",
        "--tls-key " + d + "client.key does not match the certificate in --tls-cert " + d +

@@ -173,9 +173,9 @@ class GrpcRemoteStream final : public RemoteStream {
     guard.join();
     if (timed_out) {
       stream_->Finish();
-      return absl::DeadlineExceededError(absl::StrCat(
-          "worker ", info_.address, " did not answer the session's Open within ", kOpenAnswerS,
-          " s"));
+      return absl::DeadlineExceededError(absl::StrCat("worker ", info_.address,
+                                                      " did not answer the session's Open within ",
+                                                      kOpenAnswerS, " s"));
     }
     if (!ok) return WorkerError(info_.address, stream_->Finish(), tls_);
     const proto::WorkerMessage& reply = incoming.message;
@@ -428,8 +428,8 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
     // gRPC would only retry a bad key for ever: name the file instead.
     SLUICE_RETURN_IF_ERROR(CheckPemCertificates(connect.tls_ca_file, "--tls-ca"));
     if (!connect.tls_cert_file.empty() && !connect.tls_key_file.empty()) {
-      SLUICE_RETURN_IF_ERROR(CheckPemKeyPair(connect.tls_cert_file, "--tls-cert",
-                                             connect.tls_key_file, "--tls-key"));
+      SLUICE_RETURN_IF_ERROR(
+          CheckPemKeyPair(connect.tls_cert_file, "--tls-cert", connect.tls_key_file, "--tls-key"));
     }
     grpc::SslCredentialsOptions ssl;
     SLUICE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(connect.tls_ca_file));

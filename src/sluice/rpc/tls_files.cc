@@ -56,8 +56,7 @@ std::unique_ptr<BIO, BioFree> MemBio(const std::string& text) {
 
 using CertPtr = std::unique_ptr<X509, X509Free>;
 
-StatusOr<CertPtr> FirstCertificate(const std::string& file,
-                                                          const std::string& flag) {
+StatusOr<CertPtr> FirstCertificate(const std::string& file, const std::string& flag) {
   SLUICE_ASSIGN_OR_RETURN(std::string text, ReadFile(file, flag));
   auto bio = MemBio(text);
   CertPtr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
@@ -82,9 +81,8 @@ Status CheckPemKeyPair(const std::string& cert_file, const std::string& cert_fla
   SLUICE_ASSIGN_OR_RETURN(std::string key_text, ReadFile(key_file, key_flag));
   auto bio = MemBio(key_text);
   // No passphrase callback: an encrypted key cannot be used by gRPC either.
-  std::unique_ptr<EVP_PKEY, KeyFree> key(
-      PEM_read_bio_PrivateKey(bio.get(), nullptr, [](char*, int, int, void*) { return 0; },
-                              nullptr));
+  std::unique_ptr<EVP_PKEY, KeyFree> key(PEM_read_bio_PrivateKey(
+      bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr));
   ERR_clear_error();
   if (key == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -96,8 +94,8 @@ Status CheckPemKeyPair(const std::string& cert_file, const std::string& cert_fla
   ERR_clear_error();
   if (match != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(key_flag, " ", key_file, " does not match the certificate in ", cert_flag,
-                     " ", cert_file, " (the key is not the certificate's private key)"));
+        absl::StrCat(key_flag, " ", key_file, " does not match the certificate in ", cert_flag, " ",
+                     cert_file, " (the key is not the certificate's private key)"));
   }
   return absl::OkStatus();
 }

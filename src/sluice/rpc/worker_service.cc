@@ -28,7 +28,7 @@ struct WorkerSession::Shared {
   bool shutdown ABSL_GUARDED_BY(mu) = false;
   std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
   std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
-  std::function<int64_t()> clock;              // set once at construction; null: NowNanos
+  std::function<int64_t()> clock;             // set once at construction; null: NowNanos
   uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
   int64_t expired ABSL_GUARDED_BY(mu) = 0;
 
@@ -865,9 +865,9 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
                   [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
     shared_->sessions.push_back(session);
     opened = absl::StrCat("session ", s.info_.id, " opened for ",
-                          request.peer.empty() ? std::string("a trainer") : request.peer,
-                          ": cut ", request.cut, ", ", local_read ? "local_read" : "remote_read",
-                          ", ", shared_->open, " open");
+                          request.peer.empty() ? std::string("a trainer") : request.peer, ": cut ",
+                          request.cut, ", ", local_read ? "local_read" : "remote_read", ", ",
+                          shared_->open, " open");
   }
   Log(opened);
   return session;

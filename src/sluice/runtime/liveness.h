@@ -84,7 +84,7 @@ class DeliveryWatch {
 
  private:
   HangPolicy policy_;
-  int64_t anchor_ns_ = 0;       // the silence counts from here
+  int64_t anchor_ns_ = 0;  // the silence counts from here
   bool anchored_ = false;
   double weighted_samples_ = 0;  // exponential means of samples delivered ...
   double weighted_s_ = 0;        // ... and of the time they took

@@ -42,11 +42,11 @@ TEST(HangDeadlineTest, PolicyValuesApply) {
   p.multiplier = 2;
   p.floor_s = 1;
   p.unmeasured_s = 5;
-  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 10), 2);   // 2 x 1 s
-  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 1, 100), 1);   // the floor
-  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 0), 5);    // unmeasured
+  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 10), 2);  // 2 x 1 s
+  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 1, 100), 1);  // the floor
+  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 0), 5);   // unmeasured
   p.unmeasured_s = 0.5;
-  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 0), 1);    // never below the floor
+  EXPECT_DOUBLE_EQ(HangDeadlineS(p, 10, 0), 1);  // never below the floor
 }
 
 TEST(DeliveryWatchTest, SilentWorkerHoldingSamplesIsHungAfterTheDeadline) {
@@ -109,7 +109,7 @@ TEST(DeliveryWatchTest, RestartKeepsTheRateAndRestartsTheSilence) {
   w.Restart(100 * kS);  // a new stream long after: not silence
   EXPECT_FALSE(w.Check(8, 105 * kS).has_value());
   EXPECT_DOUBLE_EQ(w.samples_per_s(), rate);
-  EXPECT_FALSE(w.Check(8, 115 * kS).has_value());     // 8 samples at 2/s, x 4: 16 s
+  EXPECT_FALSE(w.Check(8, 115 * kS).has_value());  // 8 samples at 2/s, x 4: 16 s
   EXPECT_TRUE(w.Check(8, 116 * kS + 1).has_value());
 }
 

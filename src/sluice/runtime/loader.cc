@@ -638,8 +638,8 @@ class RemoteLink {
                 watch_.Check(coordinator->HeldSamples(consumer_), NowNanos())) {
           stream.Cancel();
           *hung = v;
-          return absl::DeadlineExceededError(absl::StrCat(
-              "worker ", connect_.address, " hung: ", v->Describe(watch_.policy())));
+          return absl::DeadlineExceededError(
+              absl::StrCat("worker ", connect_.address, " hung: ", v->Describe(watch_.policy())));
         }
         next = stream.NextFor(kLivenessCheckMs);
       }

@@ -100,10 +100,10 @@ struct WorkerReport {
   // connection, and decoding them and handing the samples on.
   int64_t read_cpu_ns = 0;
   int64_t decode_cpu_ns = 0;
-  bool connected = false;      // now
-  int64_t connects = 0;        // successful opens
-  int64_t failures = 0;        // streams that broke after opening (hangs included)
-  int64_t hangs = 0;           // streams cut because the worker was hung (runtime/liveness.h)
+  bool connected = false;          // now
+  int64_t connects = 0;            // successful opens
+  int64_t failures = 0;            // streams that broke after opening (hangs included)
+  int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;
   std::vector<rpc::WorkerOpMetrics> metrics;  // latest in-band metrics of its session
