@@ -194,6 +194,8 @@ class WorkerProcess {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int port() const { return port_; }
+  // What the worker wrote on stderr so far (its session log: "session 1 opened for ...").
+  std::string Stderr() const { return ReadAll(err_path_); }
 
   // Whether the process is still running (it has not exited or been killed).
   bool Alive() {

@@ -28,6 +28,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
 #include "sluice/runtime/auto_loader.h"
@@ -222,6 +223,15 @@ int TrainCommand(const std::vector<std::string>& args) {
                    path->c_str(), std::strerror(errno));
       return kExitUsage;
     }
+  }
+  // A file that is not PEM, or a key that is not the certificate's, makes gRPC fail every
+  // connection without saying why: name it now.
+  if (!tls_ca.empty()) {
+    Status tls = rpc::CheckPemCertificates(tls_ca, "--tls-ca");
+    if (tls.ok() && !tls_cert.empty()) {
+      tls = rpc::CheckPemKeyPair(tls_cert, "--tls-cert", tls_key, "--tls-key");
+    }
+    if (!tls.ok()) return ReportError(kCommand, tls);
   }
 
   std::optional<pipeline::PipelineSpec> loaded = LoadPipelineForCommand(kCommand, flags, files);
@@ -477,7 +487,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (const runtime::WorkerReport& w : report.workers) {
     absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
                     ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
-                    w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "", ")");
+                    w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "",
+                    w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "", ")");
   }
   std::fprintf(out,
                "train: %lld steps, %lld samples in %.2f s: %.1f samples/s, stall %.1f%% "
@@ -553,7 +564,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"read_cpu_ns", w.read_cpu_ns},
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
-                         {"failures", w.failures}});
+                         {"failures", w.failures},
+                         {"hangs", w.hangs},
+                         {"last_hang_silence_s", w.last_hang_silence_s}});
     }
     j["places"] = {{"local", report.samples_local}, {"workers", workers}};
     j["samples_local"] = report.samples_local;

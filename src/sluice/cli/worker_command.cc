@@ -33,6 +33,8 @@ int WorkerCommand(const std::vector<std::string>& args) {
   int64_t max_session_bytes = static_cast<int64_t>(options.worker.max_session_bytes);
   std::string read_limit;
   int64_t max_memory_bytes = 0;
+  double session_lease_s = options.worker.session_lease_s;
+  int64_t max_pending_streams = options.max_pending_streams;
   FlagParser flags("worker", "[flags]");
   flags.AddString("listen", &options.listen, "HOST:PORT",
                   "address to serve on (port 0: any free port)");
@@ -64,6 +66,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
                "cap on what all sessions together hold (0: half the process's memory)", 0);
   flags.AddString("read-limit", &read_limit, "BYTES_PER_S",
                   "cap on file reads, e.g. 20000000 or 20MB (a token bucket; empty: none)");
+  flags.AddDouble("session-lease-s", &session_lease_s, "S",
+                  "close a session whose trainer sends nothing for S seconds (0: never)", 0, 86400);
+  flags.AddInt("max-pending-streams", &max_pending_streams, "N",
+               "streams connected without their Open message yet; one more is refused", 1, 100000);
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError("worker", std::string(s.message()), flags.Usage());
   }
@@ -101,6 +107,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
   options.worker.max_message_bytes = static_cast<size_t>(max_message_bytes);
   options.worker.max_session_bytes = static_cast<size_t>(max_session_bytes);
   options.worker.max_total_bytes = static_cast<size_t>(max_memory_bytes);
+  options.worker.session_lease_s = session_lease_s;
+  options.max_pending_streams = static_cast<int>(max_pending_streams);
+  options.worker.log = [](const std::string& message) {
+    std::fprintf(stderr, "sluice worker: %s\n", message.c_str());
+  };
   if (!token_file.empty()) {
     auto token = rpc::ReadTokenFile(token_file);
     if (!token.ok()) return ReportError("worker", token.status());

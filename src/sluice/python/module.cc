@@ -466,6 +466,7 @@ class PyLoader {
       wd["connected"] = w.connected;
       wd["connects"] = w.connects;
       wd["failures"] = w.failures;
+      wd["hangs"] = w.hangs;
       wd["last_error"] = w.last_error;
       py::list metrics;
       for (const rpc::WorkerOpMetrics& m : w.metrics) {

@@ -12,12 +12,17 @@
 #include <condition_variable>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "sluice/core/clock.h"
 #include "sluice/rpc/outgoing_message.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 
 namespace sluice::rpc {
@@ -125,7 +130,14 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
  public:
   using Stream = grpc::ServerReaderWriter<OutgoingMessage, proto::ClientMessage>;
 
-  Impl(WorkerService* service, std::string token) : service_(service), token_(std::move(token)) {
+  Impl(WorkerService* service, std::string token, int max_pending, double open_timeout_s)
+      : service_(service),
+        token_(std::move(token)),
+        max_pending_(max_pending),
+        open_timeout_ns_(static_cast<int64_t>(open_timeout_s * 1e9)) {
+    // Checks the pending streams a few times per timeout (at most every second).
+    const double period_s = std::clamp(open_timeout_s / 4, 0.01, 1.0);
+    watcher_ = std::thread([this, period_s] { WatchPending(period_s); });
     AddMethod(new grpc::internal::RpcServiceMethod(
         "/sluice.rpc.proto.Worker/GetInfo", grpc::internal::RpcMethod::NORMAL_RPC,
         new grpc::internal::RpcMethodHandler<Impl, proto::GetInfoRequest,
@@ -146,6 +158,20 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
             [](Impl* self, grpc::ServerContext* ctx, const proto::ProbeRequest* request,
                grpc::ByteBuffer* response) { return self->Probe(ctx, request, response); },
             this)));
+  }
+
+  ~Impl() override {
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      stop_ = true;
+      pending_cv_.notify_all();
+    }
+    watcher_.join();
+  }
+
+  int pending_streams() const {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    return static_cast<int>(pending_.size());
   }
 
   // Answers with the bytes asked for, up to the message limit (less room for the framing) and
@@ -201,8 +227,34 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
 
   grpc::Status Process(grpc::ServerContext* ctx, Stream* stream) {
     if (grpc::Status s = CheckToken(ctx); !s.ok()) return s;
+    // Until its Open arrives, the stream counts against the cap of pending streams and is
+    // cancelled by the watcher after the open timeout.
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      if (static_cast<int>(pending_.size()) >= max_pending_) {
+        return grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("worker has ", max_pending_,
+                         " streams waiting for their Open message (--max-pending-streams ",
+                         max_pending_, "); refusing another: try again later"));
+      }
+      pending_[ctx] = NowNanos() + open_timeout_ns_;
+    }
     proto::ClientMessage first;
-    if (!stream->Read(&first)) return grpc::Status::OK;  // closed before opening
+    const bool got_first = stream->Read(&first);
+    bool timed_out = false;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      timed_out = timed_out_.erase(ctx) > 0;
+      pending_.erase(ctx);
+    }
+    if (!got_first) {
+      if (timed_out) {
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "no Open message within the worker's open timeout");
+      }
+      return grpc::Status::OK;  // closed before opening
+    }
     if (!first.has_open()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "the first message of a session must be Open");
@@ -217,9 +269,26 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     request.max_inflight_bytes = o.max_inflight_bytes();
     request.client_version = o.client_version();
     request.max_message_bytes = o.max_message_bytes();
+    request.peer = ctx->peer();
     auto opened = service_->OpenSession(request);
     if (!opened.ok()) return ToGrpc(opened.status());
     std::shared_ptr<WorkerSession> session = *std::move(opened);
+    // When the lease expires and this handler is stuck (a write to a trainer that stopped
+    // reading), the service cancels the call through this; `call` is cleared before ctx goes.
+    struct Call {
+      std::mutex mu;
+      grpc::ServerContext* ctx;
+    };
+    auto call = std::make_shared<Call>();
+    call->ctx = ctx;
+    session->SetExpiryHook([call] {
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (call->ctx != nullptr) call->ctx->TryCancel();
+    });
+    const auto forget_call = [&call] {
+      std::lock_guard<std::mutex> lock(call->mu);
+      call->ctx = nullptr;
+    };
 
     OutgoingMessage reply;
     proto::Opened* op = reply.message.mutable_opened();
@@ -227,8 +296,10 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     op->set_cpu_budget(session->info().cpu_budget);
     op->set_threads(session->info().threads);
     op->set_max_inflight_bytes(session->info().max_inflight_bytes);
+    op->set_session_lease_s(session->info().session_lease_s);
     if (!stream->Write(reply)) {
       session->Cancel();
+      forget_call();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
     }
 
@@ -245,6 +316,8 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
           if (!s.ok()) session->Fail(s);
         } else if (msg.has_credit()) {
           session->AddCredit(msg.credit().bytes());
+        } else if (msg.has_heartbeat()) {
+          session->Heartbeat();
         } else {
           session->Fail(absl::InvalidArgumentError("unexpected message after Open"));
         }
@@ -287,6 +360,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
       if (!reader_done) ctx->TryCancel();
     }
     reader.join();
+    forget_call();
     return result;
   }
 
@@ -308,8 +382,29 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     return grpc::Status::OK;
   }
 
+  // Cancels the streams whose Open is overdue.
+  void WatchPending(double period_s) {
+    std::unique_lock<std::mutex> lock(pending_mu_);
+    while (!stop_) {
+      pending_cv_.wait_for(lock, std::chrono::duration<double>(period_s));
+      const int64_t now = NowNanos();
+      for (const auto& [ctx, deadline] : pending_) {
+        // The handler erases its entry (under this lock) before ctx goes away.
+        if (now >= deadline && timed_out_.insert(ctx).second) ctx->TryCancel();
+      }
+    }
+  }
+
   WorkerService* service_;
   const std::string token_;
+  const int max_pending_;
+  const int64_t open_timeout_ns_;
+  mutable std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::map<grpc::ServerContext*, int64_t> pending_ ABSL_GUARDED_BY(pending_mu_);  // -> deadline
+  std::set<grpc::ServerContext*> timed_out_ ABSL_GUARDED_BY(pending_mu_);
+  bool stop_ ABSL_GUARDED_BY(pending_mu_) = false;
+  std::thread watcher_;
 };
 
 StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOptions options) {
@@ -318,6 +413,12 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   if (tls) {
     if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
       return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
+    }
+    // gRPC would only fail to listen: say which file is wrong first.
+    SLUICE_RETURN_IF_ERROR(
+        CheckPemKeyPair(options.tls_cert_file, "--tls-cert", options.tls_key_file, "--tls-key"));
+    if (!options.tls_client_ca_file.empty()) {
+      SLUICE_RETURN_IF_ERROR(CheckPemCertificates(options.tls_client_ca_file, "--tls-client-ca"));
     }
     grpc::SslServerCredentialsOptions ssl;
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
@@ -338,7 +439,9 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
 
   std::unique_ptr<GrpcWorkerServer> server(new GrpcWorkerServer());
   server->service_ = std::make_unique<WorkerService>(options.worker);
-  server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token);
+  server->impl_ =
+      std::make_unique<Impl>(server->service_.get(), options.token,
+                             std::max(1, options.max_pending_streams), options.open_timeout_s);
   const int max_message = static_cast<int>(
       std::min<size_t>(options.worker.max_message_bytes, std::numeric_limits<int>::max()));
   grpc::ServerBuilder builder;
@@ -346,6 +449,13 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   builder.RegisterService(server->impl_.get());
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  // Keepalive (see kKeepaliveTimeMs): ping silent trainers, and accept their pings.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinPingIntervalMs);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
@@ -358,6 +468,8 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
 }
 
 GrpcWorkerServer::~GrpcWorkerServer() { Shutdown(0); }
+
+int GrpcWorkerServer::pending_streams() const { return impl_ ? impl_->pending_streams() : 0; }
 
 void GrpcWorkerServer::Shutdown(double grace_s) {
   {

@@ -9,6 +9,13 @@
 // certificate and key it serves TLS, and with a client CA it requires and verifies client
 // certificates (mutual TLS). Messages over max_message_bytes are refused by gRPC.
 //
+// Liveness (docs/offload.md, "Liveness"): HTTP/2 keepalive pings both ways (the worker
+// pings every kKeepaliveTimeMs of silence and drops a connection whose peer does not answer
+// within kKeepaliveTimeoutMs, and accepts the trainer's pings at that rate even without a
+// call in progress); sessions are leases (WorkerOptions::session_lease_s); a Process stream
+// that has not sent its Open yet counts against max_pending_streams (the next one gets
+// RESOURCE_EXHAUSTED) and is cancelled after open_timeout_s.
+//
 // Thread-safety: Start() returns a running server; Shutdown() and Wait() may be called from
 // any thread (Shutdown is idempotent). The destructor shuts down.
 #ifndef SLUICE_RPC_GRPC_WORKER_SERVER_H_
@@ -30,12 +37,38 @@ namespace sluice::rpc {
 // The largest reply a Probe call gets (larger requests are cut to it).
 inline constexpr uint64_t kMaxProbeBytes = 16 << 20;
 
+// HTTP/2 keepalive, the same on both ends (the trainer's channels and the worker's server):
+// a ping after 10 s without traffic, and the connection is dropped when the ping is not
+// answered within 20 s more. A ping costs a few dozen bytes, so every 10 s is free; the
+// answer comes from the peer's gRPC transport thread, not from its pipeline threads, so a
+// busy but live peer answers within milliseconds, and 20 s without an answer means the
+// process or the link is gone (stopped, frozen, black-holed). A dead peer is thus found
+// within 30 s even when no call is in progress. The timeout is twice the trainer's hang
+// floor (runtime/liveness.h): a stopped worker that holds work is first declared hung by
+// the trainer, with how long it was silent, and the keepalive is the backstop for idle
+// connections and for the worker's side.
+inline constexpr int kKeepaliveTimeMs = 10000;
+inline constexpr int kKeepaliveTimeoutMs = 20000;
+// The server accepts pings this often without data: half the client's period, so that
+// timer jitter never makes a well-behaved client look abusive (gRPC closes connections that
+// ping more often than the server allows).
+inline constexpr int kMinPingIntervalMs = kKeepaliveTimeMs / 2;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free one
   std::string token;                      // empty: no token required
   std::string tls_cert_file;              // PEM; with tls_key_file: serve TLS
   std::string tls_key_file;
   std::string tls_client_ca_file;  // PEM; require client certificates signed by it
+  // Process streams connected without an Open yet: at most this many (the next is refused
+  // with RESOURCE_EXHAUSTED), each cancelled after open_timeout_s. A trainer sends its Open
+  // as its first message, so a live one is pending for one round trip; 64 leaves room for
+  // every trainer of a full worker (16 sessions) reconnecting at once several times over,
+  // while a flood of idle connections costs at most 64 handler threads.
+  int max_pending_streams = 64;
+  // 10 s: far above a round trip and a trainer's scheduling delay, yet short enough that
+  // idle streams do not pile up.
+  double open_timeout_s = 10;
   WorkerOptions worker;
 };
 
@@ -49,7 +82,8 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 class GrpcWorkerServer {
  public:
-  // Binds and starts serving. Errors: unreadable certificate files, TLS options given
+  // Binds and starts serving. Errors: certificate or key files unreadable, not PEM or not
+  // matching (InvalidArgument naming the flag and file, tls_files.h), TLS options given
   // partly, an address that cannot be bound ("cannot listen on ...").
   static StatusOr<std::unique_ptr<GrpcWorkerServer>> Start(ServerOptions options);
   ~GrpcWorkerServer();
@@ -58,6 +92,8 @@ class GrpcWorkerServer {
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   WorkerService& service() { return *service_; }
+  // Process streams connected that have not sent their Open yet (for monitoring and tests).
+  int pending_streams() const;
 
   // Ends every session, then stops the server, letting calls finish for `grace_s`.
   void Shutdown(double grace_s = 2.0);

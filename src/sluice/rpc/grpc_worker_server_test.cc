@@ -216,12 +216,204 @@ TEST_F(GrpcWorkerTest, MutualTlsRequiresAClientCertificate) {
   auto anonymous = RemoteStream::Open(connect, Session(2));
   ASSERT_FALSE(anonymous.ok());
   EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr(server->address()));
+  // Not gRPC's bare "Socket closed": what happened and what to do.
+  EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr("refused the TLS handshake"));
+  EXPECT_THAT(std::string(anonymous.status().message()),
+              HasSubstr("requires a client certificate"));
+  EXPECT_THAT(std::string(anonymous.status().message()), HasSubstr("--tls-cert and --tls-key"));
   connect.tls_cert_file = d + "client.pem";
   connect.tls_key_file = d + "client.key";
   auto good = RemoteStream::Open(connect, Session(2));
   ASSERT_TRUE(good.ok()) << good.status();
   Collected c = Collect(**good, SendEpoch(**good, ReadMode::kRemoteRead));
   EXPECT_TRUE(c.failure.ok()) << c.failure;
+}
+
+TEST_F(GrpcWorkerTest, MutualTlsWithAClientCertificateOfAnotherCaSaysSo) {
+  MakeCertificates("tls");
+  MakeCertificates("other");
+  const std::string d = dir_.path() + "/tls/";
+  ServerOptions options;
+  options.tls_cert_file = d + "server.pem";
+  options.tls_key_file = d + "server.key";
+  options.tls_client_ca_file = d + "ca.pem";
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ConnectOptions connect = Connect(*server);
+  connect.connect_timeout_s = 2;
+  connect.tls_ca_file = d + "ca.pem";
+  connect.tls_cert_file = dir_.path() + "/other/client.pem";  // signed by a CA it does not know
+  connect.tls_key_file = dir_.path() + "/other/client.key";
+  auto stranger = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_THAT(std::string(stranger.status().message()), HasSubstr(server->address()));
+  EXPECT_THAT(std::string(stranger.status().message()),
+              HasSubstr("does not trust the client certificate"));
+}
+
+// The worker checks its TLS files before listening, naming the flag and the file.
+TEST_F(GrpcWorkerTest, UnreadableOrMismatchedTlsFilesAreNamed) {
+  MakeCertificates("tls");
+  const std::string d = dir_.path() + "/tls/";
+  const std::string garbage = dir_.Write("garbage.pem", "this is not PEM\n");
+  struct Case {
+    std::string cert, key, ca;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {d + "missing.pem", d + "server.key", "",
+       "--tls-cert " + d + "missing.pem: cannot read it: No such file or directory"},
+      {garbage, d + "server.key", "", "--tls-cert " + garbage + ": no PEM certificate in it"},
+      {d + "server.pem", garbage, "", "--tls-key " + garbage + ": no unencrypted PEM private key"},
+      {d + "server.pem", d + "client.key", "",
+       "--tls-key " + d + "client.key does not match the certificate in --tls-cert " + d +
+           "server.pem"},
+      {d + "server.pem", d + "server.key", garbage,
+       "--tls-client-ca " + garbage + ": no PEM certificate in it"},
+  };
+  for (const Case& c : cases) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.tls_cert_file = c.cert;
+    options.tls_key_file = c.key;
+    options.tls_client_ca_file = c.ca;
+    auto server = GrpcWorkerServer::Start(options);
+    ASSERT_FALSE(server.ok()) << c.error;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+    EXPECT_THAT(std::string(server.status().message()), HasSubstr(c.error));
+    EXPECT_THAT(std::string(server.status().message()), ::testing::Not(HasSubstr("address")));
+  }
+}
+
+// Polls `condition` every 10 ms for up to `seconds` (a bound for failures, not a timing).
+template <typename F>
+bool WaitUntil(F condition, double seconds = 60) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+TEST_F(GrpcWorkerTest, StreamsWithoutAnOpenAreCapped) {
+  ServerOptions options;
+  options.max_pending_streams = 2;
+  options.open_timeout_s = 600;  // not part of this test
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::Worker::NewStub(channel);
+  grpc::ClientContext ctx[3];
+  auto first = stub->Process(&ctx[0]);
+  auto second = stub->Process(&ctx[1]);
+  ASSERT_TRUE(WaitUntil([&] { return server->pending_streams() == 2; }))
+      << server->pending_streams();
+  auto third = stub->Process(&ctx[2]);
+  proto::WorkerMessage reply;
+  EXPECT_FALSE(third->Read(&reply));
+  const grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(),
+            "worker has 2 streams waiting for their Open message (--max-pending-streams 2); "
+            "refusing another: try again later");
+  // Through the trainer's client, the same message names the worker.
+  auto stream = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(stream.status().message()),
+              HasSubstr(absl::StrCat("worker ", server->address(), ": worker has 2 streams")));
+  // Once one of them sends its Open, a slot frees up.
+  proto::ClientMessage open;
+  open.mutable_open()->set_spec_json(pipeline::ToCanonicalJson(spec_));
+  open.mutable_open()->set_cut(2);
+  open.mutable_open()->set_client_version(SluiceVersion());
+  ASSERT_TRUE(first->Write(open));
+  ASSERT_TRUE(first->Read(&reply));
+  EXPECT_TRUE(reply.has_opened());
+  EXPECT_EQ(server->pending_streams(), 1);
+  auto good = RemoteStream::Open(Connect(*server), Session(2));
+  EXPECT_TRUE(good.ok()) << good.status();
+  ctx[0].TryCancel();
+  ctx[1].TryCancel();
+}
+
+TEST_F(GrpcWorkerTest, StreamsWithoutAnOpenAreClosedAfterTheOpenTimeout) {
+  ServerOptions options;
+  options.open_timeout_s = 0.2;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::Worker::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto idle = stub->Process(&ctx);
+  // The stream is closed by the worker (whatever the test's own pace): Read returns.
+  proto::WorkerMessage reply;
+  EXPECT_FALSE(idle->Read(&reply));
+  const grpc::Status status = idle->Finish();
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(WaitUntil([&] { return server->pending_streams() == 0; }));
+}
+
+TEST_F(GrpcWorkerTest, ASilentTrainerLosesItsSessionAfterTheLease) {
+  ServerOptions options;
+  options.worker.session_lease_s = 0.3;
+  options.worker.max_sessions = 1;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  // A client that opens a session and then sends nothing (no heartbeats: a stopped trainer).
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::Worker::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto raw = stub->Process(&ctx);
+  proto::ClientMessage open;
+  open.mutable_open()->set_spec_json(pipeline::ToCanonicalJson(spec_));
+  open.mutable_open()->set_cut(2);
+  open.mutable_open()->set_client_version(SluiceVersion());
+  ASSERT_TRUE(raw->Write(open));
+  proto::WorkerMessage reply;
+  ASSERT_TRUE(raw->Read(&reply));
+  ASSERT_TRUE(reply.has_opened());
+  EXPECT_DOUBLE_EQ(reply.opened().session_lease_s(), 0.3);
+  // The worker ends it with the reason (metrics may come first).
+  bool got_error = false;
+  while (raw->Read(&reply)) {
+    if (reply.has_error()) {
+      got_error = true;
+      EXPECT_EQ(reply.error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+      EXPECT_THAT(reply.error().message(), HasSubstr("session lease expired"));
+      break;
+    }
+  }
+  EXPECT_TRUE(got_error);
+  EXPECT_EQ(server->service().open_sessions(), 0);
+  EXPECT_EQ(server->service().expired_sessions(), 1);
+  ctx.TryCancel();
+  // Its slot serves the next trainer.
+  auto next = RemoteStream::Open(Connect(*server), Session(2));
+  EXPECT_TRUE(next.ok()) << next.status();
+}
+
+TEST_F(GrpcWorkerTest, AnIdleTrainerHeartbeatsAndKeepsItsSession) {
+  ServerOptions options;
+  options.worker.session_lease_s = 3;  // heartbeats every second
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stream = RemoteStream::Open(Connect(*server), Session(2));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_DOUBLE_EQ((*stream)->session_lease_s(), 3);
+  std::vector<std::shared_ptr<WorkerSession>> sessions = server->service().Sessions();
+  ASSERT_EQ(sessions.size(), 1u);
+  // Sending nothing else, the trainer's heartbeats reach the worker.
+  ASSERT_TRUE(WaitUntil([&] { return sessions[0]->heartbeats() >= 2; }));
+  EXPECT_GE((*stream)->heartbeats_sent(), 2);
+  EXPECT_FALSE(sessions[0]->expired());
+  EXPECT_EQ(server->service().open_sessions(), 1);
+  // And the session still works.
+  Collected c = Collect(**stream, SendEpoch(**stream, ReadMode::kRemoteRead));
+  EXPECT_TRUE(c.failure.ok()) << c.failure;
+  EXPECT_EQ(c.elements.size(), 16u);
 }
 
 TEST_F(GrpcWorkerTest, ReportsAnUnreachableWorker) {

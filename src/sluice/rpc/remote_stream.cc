@@ -17,6 +17,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/incoming_message.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/wire.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 #include "sluice/rpc/worker_service.h"
@@ -25,6 +26,10 @@ namespace sluice::rpc {
 namespace {
 
 constexpr size_t kMessageOverhead = 4096;
+// The longest the trainer waits for the worker's Opened: the worker answers after parsing the
+// spec and building its ops (milliseconds); 10 s, the hang floor (runtime/liveness.h), cuts
+// off a worker that stopped in between without cutting a slow but live one.
+constexpr double kOpenAnswerS = 10;
 
 std::chrono::system_clock::time_point DeadlineIn(double seconds) {
   return std::chrono::system_clock::now() +
@@ -37,14 +42,55 @@ bool LooksLikeTls(const std::string& message) {
          absl::StrContains(m, "certificate") || absl::StrContains(m, "tls");
 }
 
-// A gRPC failure as a Status that names the worker and the cause.
-Status WorkerError(const std::string& address, const grpc::Status& s) {
+// How the trainer connects, for explaining failures: with TLS (a CA given) and with a
+// client certificate of its own.
+struct TlsUse {
+  bool tls = false;
+  bool client_cert = false;
+};
+
+TlsUse TlsOf(const ConnectOptions& connect) {
+  return TlsUse{!connect.tls_ca_file.empty(), !connect.tls_cert_file.empty()};
+}
+
+// The peer closed the connection without a word (gRPC's "Socket closed", "Connection reset
+// by peer", "Broken pipe", end of file).
+bool LooksClosed(const std::string& message) {
+  const std::string m = absl::AsciiStrToLower(message);
+  return absl::StrContains(m, "socket closed") || absl::StrContains(m, "connection reset") ||
+         absl::StrContains(m, "broken pipe") || absl::StrContains(m, "end of file") ||
+         absl::StrContains(m, "eof");
+}
+
+// A gRPC failure as a Status that names the worker and the cause. `tls` says how the channel
+// was set up: a worker that closes a TLS connection at once is explained (a server that
+// requires client certificates closes the connection of a client without one right after
+// the handshake, and gRPC only reports "Socket closed").
+Status WorkerError(const std::string& address, const grpc::Status& s, TlsUse tls = {}) {
   const std::string& msg = s.error_message();
   switch (s.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
       return absl::UnauthenticatedError(
           absl::StrCat("worker ", address, " refused the credentials: ", msg));
     case grpc::StatusCode::UNAVAILABLE:
+      if (tls.tls && LooksClosed(msg)) {
+        if (!tls.client_cert) {
+          return absl::UnavailableError(absl::StrCat(
+              "worker ", address,
+              " refused the TLS handshake: it closed the connection, as a worker that requires "
+              "a client certificate (mutual TLS, its --tls-client-ca) does with a trainer that "
+              "has none: give the trainer --tls-cert and --tls-key, a certificate signed by "
+              "the worker's --tls-client-ca (gRPC: ",
+              msg, ")"));
+        }
+        return absl::UnavailableError(absl::StrCat(
+            "worker ", address,
+            " refused the TLS handshake: it closed the connection, as a worker with "
+            "--tls-client-ca does when it does not trust the client certificate: check that "
+            "the trainer's --tls-cert is signed by the CA in the worker's --tls-client-ca "
+            "(gRPC: ",
+            msg, ")"));
+      }
       if (LooksLikeTls(msg)) {
         return absl::UnavailableError(
             absl::StrCat("worker ", address, ": TLS handshake failed: ", msg));
@@ -74,10 +120,9 @@ proto::Codec ToProto(Compression c) {
 
 class GrpcRemoteStream final : public RemoteStream {
  public:
-  GrpcRemoteStream(WorkerInfo info, std::shared_ptr<grpc::Channel> channel, size_t max_send)
-      : info_(std::move(info)),
-        channel_(std::move(channel)),
-        max_send_(max_send) {}
+  GrpcRemoteStream(WorkerInfo info, std::shared_ptr<grpc::Channel> channel, size_t max_send,
+                   TlsUse tls)
+      : info_(std::move(info)), channel_(std::move(channel)), max_send_(max_send), tls_(tls) {}
 
   ~GrpcRemoteStream() override {
     Cancel();
@@ -104,9 +149,35 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_client_version(SluiceVersion());
     open->set_max_message_bytes(connect.max_message_bytes);
     IncomingMessage incoming;
-    if (!stream_->Write(open_msg) || !stream_->Read(&incoming)) {
-      return WorkerError(info_.address, stream_->Finish());
+    // The stream has no deadline (it lasts the session), so the answer to Open is bounded
+    // here: a worker that stops between GetInfo and Opened would otherwise hold this call
+    // until the keepalive gives up (30 s), and with it whoever waits for the reconnect.
+    std::mutex guard_mu;
+    std::condition_variable guard_cv;
+    bool answered = false;
+    bool timed_out = false;
+    std::thread guard([&] {
+      std::unique_lock<std::mutex> lock(guard_mu);
+      if (!guard_cv.wait_for(lock, std::chrono::duration<double>(kOpenAnswerS),
+                             [&] { return answered; })) {
+        timed_out = true;
+        ctx_.TryCancel();
+      }
+    });
+    const bool ok = stream_->Write(open_msg) && stream_->Read(&incoming);
+    {
+      std::lock_guard<std::mutex> lock(guard_mu);
+      answered = true;
+      guard_cv.notify_all();
     }
+    guard.join();
+    if (timed_out) {
+      stream_->Finish();
+      return absl::DeadlineExceededError(absl::StrCat("worker ", info_.address,
+                                                      " did not answer the session's Open within ",
+                                                      kOpenAnswerS, " s"));
+    }
+    if (!ok) return WorkerError(info_.address, stream_->Finish(), tls_);
     const proto::WorkerMessage& reply = incoming.message;
     if (reply.has_error()) {
       ctx_.TryCancel();
@@ -123,6 +194,10 @@ class GrpcRemoteStream final : public RemoteStream {
     }
     info_.threads = reply.opened().threads();
     info_.cpu_budget = reply.opened().cpu_budget();
+    lease_s_ = std::max(0.0, reply.opened().session_lease_s());
+    // A third of the lease: the lease survives two heartbeats each delayed by a third of it
+    // (a descheduled trainer, TCP retransmissions) before the worker gives up on us.
+    heartbeat_ns_ = static_cast<int64_t>(lease_s_ / 3 * 1e9);
     reader_ = std::thread([this] { ReadLoop(); });
     return absl::OkStatus();
   }
@@ -152,9 +227,14 @@ class GrpcRemoteStream final : public RemoteStream {
     return absl::OkStatus();
   }
 
-  StreamEvent Next() override {
+  std::optional<StreamEvent> NextFor(int64_t timeout_ms) override {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !events_.empty() || failed_; });
+    const auto ready = [&] { return !events_.empty() || failed_; };
+    if (timeout_ms < 0) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+      return std::nullopt;
+    }
     if (events_.empty()) {
       StreamEvent e;
       e.kind = StreamEvent::Kind::kFailed;
@@ -184,6 +264,8 @@ class GrpcRemoteStream final : public RemoteStream {
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t read_cpu_ns() const override { return read_cpu_ns_.load(); }
   int64_t decode_cpu_ns() const override { return decode_cpu_ns_.load(); }
+  double session_lease_s() const override { return lease_s_; }
+  int64_t heartbeats_sent() const override { return heartbeats_sent_.load(); }
 
  private:
   void SetFailedLocked(Status s) {
@@ -206,22 +288,36 @@ class GrpcRemoteStream final : public RemoteStream {
   }
 
   void WriteLoop() {
+    int64_t last_write = NowNanos();
     while (true) {
       proto::ClientMessage msg;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock,
-                 [&] { return failed_ || reader_ended_ || credit_ > 0 || !outgoing_.empty(); });
+        const auto ready = [&] {
+          return failed_ || reader_ended_ || credit_ > 0 || !outgoing_.empty();
+        };
+        if (heartbeat_ns_ > 0) {
+          const int64_t wait = last_write + heartbeat_ns_ - NowNanos();
+          cv_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(0, wait)), ready);
+        } else {
+          cv_.wait(lock, ready);
+        }
         if (failed_ || reader_ended_) return;
         if (credit_ > 0) {
           msg.mutable_credit()->set_bytes(credit_);
           credit_ = 0;
-        } else {
+        } else if (!outgoing_.empty()) {
           msg = std::move(outgoing_.front());
           outgoing_.pop_front();
+        } else if (heartbeat_ns_ > 0 && NowNanos() >= last_write + heartbeat_ns_) {
+          msg.mutable_heartbeat();  // nothing else sent for a while: renew the lease
+        } else {
+          continue;
         }
       }
       if (!stream_->Write(msg)) return;  // the reader sees why
+      last_write = NowNanos();
+      if (msg.has_heartbeat()) heartbeats_sent_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -292,13 +388,17 @@ class GrpcRemoteStream final : public RemoteStream {
     if (status.ok()) {
       Fail(absl::UnavailableError(absl::StrCat("worker ", info_.address, " ended the stream")));
     } else {
-      Fail(WorkerError(info_.address, status));
+      Fail(WorkerError(info_.address, status));  // mid-stream: not a handshake
     }
   }
 
   WorkerInfo info_;
   std::shared_ptr<grpc::Channel> channel_;
   const size_t max_send_;
+  const TlsUse tls_;
+  double lease_s_ = 0;        // set in Start, before the threads
+  int64_t heartbeat_ns_ = 0;  // 0: no heartbeats
+  std::atomic<int64_t> heartbeats_sent_{0};
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, IncomingMessage>> stream_;
   std::thread reader_;
@@ -325,6 +425,12 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   const std::string& address = connect.address;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!connect.tls_ca_file.empty()) {
+    // gRPC would only retry a bad key for ever: name the file instead.
+    SLUICE_RETURN_IF_ERROR(CheckPemCertificates(connect.tls_ca_file, "--tls-ca"));
+    if (!connect.tls_cert_file.empty() && !connect.tls_key_file.empty()) {
+      SLUICE_RETURN_IF_ERROR(
+          CheckPemKeyPair(connect.tls_cert_file, "--tls-cert", connect.tls_key_file, "--tls-key"));
+    }
     grpc::SslCredentialsOptions ssl;
     SLUICE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(connect.tls_ca_file));
     if (!connect.tls_cert_file.empty() || !connect.tls_key_file.empty()) {
@@ -345,6 +451,12 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   args.SetMaxSendMessageSize(-1);  // the worker's limit is checked in SendSplit
   // A fresh connection per stream: a worker that restarts is reached anew.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Keepalive (grpc_worker_server.h): a stopped worker or a dead link fails the stream even
+  // when no data is due; pings go on without calls and without data in between.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, creds, args);
 
   if (!channel->WaitForConnected(DeadlineIn(connect.connect_timeout_s))) {
@@ -359,7 +471,7 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
                                                  " unreachable: no connection within ",
                                                  connect.connect_timeout_s, " s"));
     }
-    return WorkerError(address, s);
+    return WorkerError(address, s, TlsOf(connect));
   }
   return channel;
 }
@@ -375,7 +487,7 @@ StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::W
   req.set_check_path(check_path);
   proto::GetInfoResponse resp;
   grpc::Status s = stub.GetInfo(&ctx, req, &resp);
-  if (!s.ok()) return WorkerError(connect.address, s);
+  if (!s.ok()) return WorkerError(connect.address, s, TlsOf(connect));
   return resp;
 }
 
@@ -476,7 +588,8 @@ StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions&
     info.threads = resp.threads();
     max_send = resp.max_message_bytes();
   }
-  auto stream = std::make_unique<GrpcRemoteStream>(std::move(info), channel, max_send);
+  auto stream =
+      std::make_unique<GrpcRemoteStream>(std::move(info), channel, max_send, TlsOf(connect));
   SLUICE_RETURN_IF_ERROR(stream->Start(connect, session));
   return std::unique_ptr<RemoteStream>(std::move(stream));
 }

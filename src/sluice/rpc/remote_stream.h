@@ -6,14 +6,22 @@
 // in-band metrics, and at most one failure, after which the stream is dead (no more
 // events; the caller re-queues its open splits and may Open() a new stream later).
 //
-// Thread-safety: SendSplit() and Next() may be called from different threads; each from
-// one thread at a time. Cancel() from any thread makes a blocked Next() return kFailed
+// Liveness: the channel pings the worker (HTTP/2 keepalive, grpc_worker_server.h) so a dead
+// worker or link fails the stream within 30 s; and while the worker's session has a lease
+// (it says so in its Opened), the stream sends a Heartbeat whenever it has sent nothing
+// else for a third of the lease, so a live trainer keeps its session however idle it is.
+// Deciding that a worker which answers pings but delivers nothing is hung is the caller's
+// business (runtime/liveness.h); NextFor() lets it wait with a timeout.
+//
+// Thread-safety: SendSplit() and Next()/NextFor() may be called from different threads; each
+// from one thread at a time. Cancel() from any thread makes a blocked Next() return kFailed
 // (Cancelled) promptly. The destructor cancels and joins.
 #ifndef SLUICE_RPC_REMOTE_STREAM_H_
 #define SLUICE_RPC_REMOTE_STREAM_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,7 +129,9 @@ class RemoteStream {
   // Queues a split for sending. Fails once the stream is dead.
   virtual Status SendSplit(Split split) = 0;
   // The next event; blocks. After a kFailed event, returns kFailed again.
-  virtual StreamEvent Next() = 0;
+  StreamEvent Next() { return *NextFor(-1); }
+  // The same, waiting at most `timeout_ms` (< 0: forever); nullopt when nothing came.
+  virtual std::optional<StreamEvent> NextFor(int64_t timeout_ms) = 0;
   virtual void Cancel() = 0;
   // Totals since Open (for profiling): payload bytes received, messages.
   virtual int64_t bytes_received() const = 0;
@@ -130,6 +140,9 @@ class RemoteStream {
   // the wire format and handing the elements on (no copy of tensor bytes).
   virtual int64_t read_cpu_ns() const = 0;
   virtual int64_t decode_cpu_ns() const = 0;
+  // The worker's session lease (0: none) and the heartbeats sent so far.
+  virtual double session_lease_s() const = 0;
+  virtual int64_t heartbeats_sent() const = 0;
 };
 
 }  // namespace sluice::rpc

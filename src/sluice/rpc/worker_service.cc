@@ -10,6 +10,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
@@ -38,6 +39,11 @@ struct WorkerSession::Shared {
   std::unique_ptr<ops::Storage> storage;
   size_t memory_budget = 0;                  // set once at construction
   size_t reserved ABSL_GUARDED_BY(mu) = 0;  // by the open sessions
+  std::function<int64_t()> clock;             // set once at construction; null: NowNanos
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
+  int64_t expired ABSL_GUARDED_BY(mu) = 0;
+
+  int64_t Now() const { return clock ? clock() : NowNanos(); }
 
   // The number of tasks one session may run at once: a fair share of the pool.
   size_t Share() {
@@ -150,6 +156,7 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
     bytes += e.nbytes();
   }
   std::lock_guard<std::mutex> lock(mu_);
+  TouchLocked();
   if (cancelled_ || failed_) return absl::FailedPreconditionError("the session is over");
   if (input_closed_) return absl::FailedPreconditionError("the session's input is closed");
   if (splits_.count(split_id) != 0) {
@@ -176,8 +183,72 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
   return absl::OkStatus();
 }
 
+void WorkerSession::TouchLocked() { last_heard_ns_ = std::max(last_heard_ns_, shared_->Now()); }
+
+void WorkerSession::Heartbeat() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TouchLocked();
+  ++heartbeats_;
+}
+
+int64_t WorkerSession::heartbeats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heartbeats_;
+}
+
+bool WorkerSession::expired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return expired_;
+}
+
+void WorkerSession::SetExpiryHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  expiry_hook_ = std::move(hook);
+}
+
+bool WorkerSession::ExpireIfSilent(int64_t now, int64_t lease_ns, double* silence_s,
+                                   std::function<void()>* hook) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return false;  // the transport ended it
+    if (expired_) {
+      // The transport did not end it since the last pass: it is stuck (a write to a trainer
+      // that stopped reading, say). Ask it to cancel its call.
+      if (!hook_fired_ && expiry_hook_) {
+        hook_fired_ = true;
+        *hook = expiry_hook_;
+      }
+      return false;
+    }
+    if (now - last_heard_ns_ < lease_ns) return false;
+    expired_ = true;
+    *silence_s = static_cast<double>(now - last_heard_ns_) / 1e9;
+    // Free what the session holds at once; the transport gets the reason as its last output.
+    work_.clear();
+    splits_.clear();
+    outputs_.clear();
+    input_bytes_ = 0;
+    unacked_bytes_ = 0;
+    pending_bytes_ = 0;
+    // The slot is free before the transport can see the error (session, then shared: the
+    // order every path takes).
+    {
+      std::lock_guard<std::mutex> shared_lock(shared_->mu);
+      if (!slot_released_) --shared_->open;
+      ++shared_->expired;
+    }
+    slot_released_ = true;
+    FailLocked(absl::DeadlineExceededError(absl::StrFormat(
+        "session lease expired: no message from the trainer for %.1f s (the worker's "
+        "--session-lease-s is %.1f s)",
+        *silence_s, static_cast<double>(lease_ns) / 1e9)));
+  }
+  return true;
+}
+
 void WorkerSession::AddCredit(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  TouchLocked();
   unacked_bytes_ -= std::min<uint64_t>(bytes, unacked_bytes_);
   MaybeScheduleLocked();
   cv_.notify_all();
@@ -196,6 +267,7 @@ void WorkerSession::Cancel() {
     work_.clear();
     input_bytes_ = 0;
     outputs_.clear();
+    expiry_hook_ = nullptr;  // it may hold the transport's call, which is ending
     cv_.notify_all();
   }
   ReleaseSlot();
@@ -553,12 +625,72 @@ WorkerService::WorkerService(WorkerOptions options)
   shared_->max_sessions = options_.max_sessions;
   shared_->memory_budget =
       options_.max_total_bytes > 0 ? options_.max_total_bytes : DefaultMemoryBudget();
+  shared_->clock = options_.clock;
   pool_ = std::make_unique<ThreadPool>(threads, "sluice-worker");
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->pool = pool_.get();
+  }
+  if (options_.session_lease_s > 0) {
+    // A quarter of the lease: a silent session is closed within 1.25 leases. At most a
+    // second, so that a long lease does not leave an expired session's call hanging long.
+    const double period_s = std::clamp(options_.session_lease_s / 4, 0.01, 1.0);
+    lease_thread_ = std::thread([this, period_s] {
+      std::unique_lock<std::mutex> lock(lease_mu_);
+      while (!lease_stop_) {
+        lease_cv_.wait_for(lock, std::chrono::duration<double>(period_s));
+        if (lease_stop_) break;
+        lock.unlock();
+        ExpireLeases();
+        lock.lock();
+      }
+    });
+  }
+}
+
+void WorkerService::Log(const std::string& message) const {
+  if (options_.log) options_.log(message);
+}
+
+int WorkerService::ExpireLeases() {
+  if (options_.session_lease_s <= 0) return 0;
+  const int64_t lease_ns = static_cast<int64_t>(options_.session_lease_s * 1e9);
+  std::vector<std::shared_ptr<WorkerSession>> all;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (const auto& weak : shared_->sessions) {
+      if (std::shared_ptr<WorkerSession> s = weak.lock()) all.push_back(std::move(s));
+    }
+  }
+  const int64_t now = shared_->Now();
+  int expired = 0;
+  for (const std::shared_ptr<WorkerSession>& s : all) {
+    double silence_s = 0;
+    std::function<void()> hook;
+    if (s->ExpireIfSilent(now, lease_ns, &silence_s, &hook)) {
+      ++expired;
+      Log(absl::StrFormat(
+          "session %d closed: its trainer sent nothing for %.1f s (--session-lease-s %g); "
+          "its memory and slot are freed",
+          s->info().id, silence_s, options_.session_lease_s));
+    }
+    if (hook) hook();
+  }
+  return expired;
+}
+
+int64_t WorkerService::expired_sessions() const {
   std::lock_guard<std::mutex> lock(shared_->mu);
-  shared_->pool = pool_.get();
+  return shared_->expired;
 }
 
 WorkerService::~WorkerService() {
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    lease_stop_ = true;
+    lease_cv_.notify_all();
+  }
+  if (lease_thread_.joinable()) lease_thread_.join();
   Shutdown();
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
@@ -701,6 +833,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   info.threads = shared_->threads;
   const size_t requested = request.max_inflight_bytes > 0 ? request.max_inflight_bytes : 64 << 20;
   info.max_inflight_bytes = std::min(requested, options_.max_session_bytes);
+  info.session_lease_s = std::max(0.0, options_.session_lease_s);
 
   std::shared_ptr<WorkerSession> session(new WorkerSession(shared_, info));
   WorkerSession& s = *session;
@@ -738,32 +871,46 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   s.next_metrics_ns_ = NowNanos() + s.metrics_interval_ns_;
   s.stages_ = pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
 
-  std::lock_guard<std::mutex> lock(shared_->mu);
-  if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");
-  if (shared_->open >= options_.max_sessions) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("worker at capacity: ", options_.max_sessions, " sessions"));
+  std::string opened;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");
+    if (shared_->open >= options_.max_sessions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("worker at capacity: ", options_.max_sessions, " sessions"));
+    }
+    // The memory budget: the window and the input cap asked for, or what is left of the
+    // budget split evenly between them.
+    const size_t left =
+        shared_->memory_budget - std::min(shared_->memory_budget, shared_->reserved);
+    if (left < kMinReservation) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "worker memory budget exhausted: ", shared_->reserved, " of ", shared_->memory_budget,
+          " bytes reserved by ", shared_->open, " sessions (--max-memory-bytes)"));
+    }
+    if (s.window_ + s.max_input_bytes_ > left) {
+      s.window_ = std::min(s.window_, left / 2);
+      s.max_input_bytes_ = left - s.window_;
+      s.info_.max_inflight_bytes = s.window_;
+    }
+    s.reservation_ = s.window_ + s.max_input_bytes_;
+    shared_->reserved += s.reservation_;
+    ++shared_->open;
+    s.info_.id = ++shared_->next_id;
+    {
+      std::lock_guard<std::mutex> session_lock(s.mu_);  // not shared yet: no other order exists
+      s.slot_released_ = false;
+      s.last_heard_ns_ = shared_->Now();
+    }
+    std::erase_if(shared_->sessions,
+                  [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
+    shared_->sessions.push_back(session);
+    opened = absl::StrCat("session ", s.info_.id, " opened for ",
+                          request.peer.empty() ? std::string("a trainer") : request.peer, ": cut ",
+                          request.cut, ", ", local_read ? "local_read" : "remote_read", ", ",
+                          shared_->open, " open");
   }
-  // The memory budget: the window and the input cap asked for, or what is left of the
-  // budget split evenly between them.
-  const size_t left = shared_->memory_budget - std::min(shared_->memory_budget, shared_->reserved);
-  if (left < kMinReservation) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "worker memory budget exhausted: ", shared_->reserved, " of ", shared_->memory_budget,
-        " bytes reserved by ", shared_->open, " sessions (--max-memory-bytes)"));
-  }
-  if (s.window_ + s.max_input_bytes_ > left) {
-    s.window_ = std::min(s.window_, left / 2);
-    s.max_input_bytes_ = left - s.window_;
-    s.info_.max_inflight_bytes = s.window_;
-  }
-  s.reservation_ = s.window_ + s.max_input_bytes_;
-  shared_->reserved += s.reservation_;
-  ++shared_->open;
-  s.slot_released_ = false;
-  std::erase_if(shared_->sessions,
-                [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
-  shared_->sessions.push_back(session);
+  Log(opened);
   return session;
 }
 

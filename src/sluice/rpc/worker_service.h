@@ -31,6 +31,16 @@
 // passed on unchanged, so the output is identical to a local run. A worker without a data
 // root reads no files: it refuses a session that would run a file-reading op.
 //
+// Leases (docs/offload.md, "Liveness"): a session is a lease that the trainer renews with
+// every message it sends (a split, a credit, or a heartbeat when it has nothing else to
+// send). A session whose trainer sends nothing for WorkerOptions::session_lease_s is
+// expired by ExpireLeases(): it ends with a DeadlineExceeded error output, its queued work
+// and buffered output are dropped and its slot is given back at once; if the transport has
+// not ended it by the next ExpireLeases() pass (a trainer that stopped reading leaves the
+// transport blocked in a write), the session's expiry hook is called so that the transport
+// cancels its call. The service runs ExpireLeases() on its own thread (every quarter of a
+// lease, at most every second); tests may inject a clock and call it themselves.
+//
 // Thread-safety: WorkerService and WorkerSession are thread-safe. The transport typically
 // calls AddSplit/AddCredit/CloseInput from a reader thread and NextOutput from a writer
 // thread.
@@ -40,12 +50,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,6 +99,16 @@ struct WorkerOptions {
   double read_limit_bytes_per_s = 0;  // > 0: a token bucket on read_file reads (read_limiter.h)
   const ops::Registry* registry = nullptr;  // null: ops::Registry::Builtin()
   std::string version;                      // empty: SluiceVersion()
+  // A session whose trainer sends nothing (no split, credit or heartbeat) for this long is
+  // closed and its slot released (see Leases above); 0: sessions never expire. 30 s: the
+  // trainer heartbeats every third of the lease when idle, so a live trainer renews it with
+  // two heartbeats to spare, and a dead one holds its memory for half a minute at most.
+  double session_lease_s = 30;
+  // Where the service says what happens to sessions ("session 3 opened for ...", "session 3
+  // closed: ..."); null: nowhere. Called from the service's threads.
+  std::function<void(const std::string&)> log;
+  // The monotonic clock (nanoseconds) leases are measured with; null: NowNanos().
+  std::function<int64_t()> clock;
 };
 
 // What the trainer asks for when it opens a session (the Open message).
@@ -98,6 +120,7 @@ struct OpenRequest {
   size_t max_inflight_bytes = 64 << 20;  // 0: the default
   std::string client_version;
   size_t max_message_bytes = 0;  // the trainer's receive limit; 0: no limit of its own
+  std::string peer;              // who asks (the transport's peer address), for the log
 };
 
 struct SessionInfo {
@@ -105,6 +128,8 @@ struct SessionInfo {
   double cpu_budget = 0;
   int threads = 0;
   size_t max_inflight_bytes = 0;  // the window in force
+  double session_lease_s = 0;     // the lease (0: none)
+  uint64_t id = 0;                // the service's number for the session (1, 2, ...)
 };
 
 struct WorkerOutput {
@@ -148,6 +173,16 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   Status AddEncodedSplit(uint64_t split_id, std::string_view header, std::string payload);
   // The trainer consumed `bytes` of chunks (header + payload).
   void AddCredit(uint64_t bytes);
+  // The trainer is alive and has nothing to send: renews the lease (as every call above does).
+  void Heartbeat();
+  // Called (once, from the service's lease thread) when the lease expired and the transport
+  // still has not ended the session by the next ExpireLeases() pass: it should cancel its
+  // call. Set by the transport after OpenSession.
+  void SetExpiryHook(std::function<void()> hook);
+  // True once the lease expired.
+  bool expired() const;
+  // Heartbeats received (for monitoring and tests).
+  int64_t heartbeats() const;
   // No more splits: the session ends once every split is done and its output taken.
   void CloseInput();
   // Stops at once: queued work is dropped, NextOutput returns kEnd. Idempotent. The
@@ -220,6 +255,12 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   void FailLocked(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSlot();
+  void TouchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WorkerService::ExpireLeases for this session at `now`: expires it if its trainer has
+  // been silent for `lease_ns` (true, and the silence in *silence_s), or fires the expiry
+  // hook into *hook if it expired on an earlier pass and the transport still holds it.
+  bool ExpireIfSilent(int64_t now, int64_t lease_ns, double* silence_s,
+                      std::function<void()>* hook);
 
   std::shared_ptr<Shared> shared_;
   SessionInfo info_;
@@ -260,6 +301,11 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // True until the session takes a slot in OpenSession (and again once it gave it back).
   bool slot_released_ ABSL_GUARDED_BY(mu_) = true;
   size_t reservation_ = 0;  // of the worker's memory budget, given back with the slot
+  int64_t last_heard_ns_ ABSL_GUARDED_BY(mu_) = 0;  // the last message from the trainer
+  int64_t heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  bool hook_fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> expiry_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 class WorkerService {
@@ -285,14 +331,27 @@ class WorkerService {
   Status CheckReadable(std::string_view path) const;
   // The sessions currently open (for monitoring and tests).
   std::vector<std::shared_ptr<WorkerSession>> Sessions() const;
+  // Expires the sessions whose trainer has been silent for the lease (see Leases above);
+  // returns how many expired in this pass. The service calls it on its own thread; tests
+  // with an injected clock may call it directly.
+  int ExpireLeases();
+  // Sessions expired since the start.
+  int64_t expired_sessions() const;
   // Cancels every open session and refuses new ones.
   void Shutdown();
 
  private:
+  void Log(const std::string& message) const;
+
   WorkerOptions options_;
   double cpu_budget_ = 0;
   std::shared_ptr<WorkerSession::Shared> shared_;
   std::unique_ptr<ThreadPool> pool_;
+
+  std::mutex lease_mu_;
+  std::condition_variable lease_cv_;
+  bool lease_stop_ ABSL_GUARDED_BY(lease_mu_) = false;
+  std::thread lease_thread_;
 };
 
 }  // namespace sluice::rpc

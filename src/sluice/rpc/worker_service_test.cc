@@ -1,8 +1,11 @@
 #include "sluice/rpc/worker_service.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -595,6 +598,119 @@ TEST_F(WorkerServiceTest, ReadBoxSidecarsResolveUnderTheDataRoot) {
   Drained h = Drain(**hostile);
   EXPECT_THAT(std::string(h.error.message()),
               HasSubstr("box file: path '../../etc/passwd.box' is outside the worker's data root"));
+}
+
+// A clock the test moves by hand (nanoseconds).
+struct FakeClock {
+  std::shared_ptr<std::atomic<int64_t>> now = std::make_shared<std::atomic<int64_t>>(1000);
+  std::function<int64_t()> Fn() const {
+    return [now = now] { return now->load(); };
+  }
+  void Advance(double seconds) { now->fetch_add(static_cast<int64_t>(seconds * 1e9)); }
+};
+
+TEST_F(WorkerServiceTest, ASessionWhoseTrainerIsSilentForItsLeaseIsClosed) {
+  FakeClock clock;
+  std::vector<std::string> log;
+  std::mutex log_mu;
+  WorkerOptions options;
+  options.max_sessions = 1;
+  options.session_lease_s = 30;
+  options.clock = clock.Fn();
+  options.log = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    log.push_back(m);
+  };
+  WorkerService service(options);
+  auto opened = service.OpenSession(Request(2));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<WorkerSession> session = *opened;
+  EXPECT_EQ(session->info().session_lease_s, 30);
+  EXPECT_EQ(session->info().id, 1u);
+  // Work in hand, so that the expiry has memory to free.
+  SendEpoch(*session, ReadMode::kRemoteRead);
+
+  // Every message renews the lease: a credit, a heartbeat.
+  clock.Advance(29);
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  session->AddCredit(0);
+  clock.Advance(29);
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  session->Heartbeat();
+  EXPECT_EQ(session->heartbeats(), 1);
+  clock.Advance(29.999);
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  EXPECT_FALSE(session->expired());
+
+  // Then silence for the whole lease.
+  clock.Advance(0.002);
+  EXPECT_EQ(service.ExpireLeases(), 1);
+  EXPECT_TRUE(session->expired());
+  EXPECT_EQ(service.expired_sessions(), 1);
+  EXPECT_EQ(service.open_sessions(), 0) << "the slot is released at once";
+  EXPECT_TRUE(service.Sessions().empty());
+  EXPECT_EQ(session->buffered_bytes(), 0u) << "its buffered output is dropped";
+  // The transport gets the reason, then the end.
+  WorkerOutput out;
+  ASSERT_EQ(session->NextOutput(&out, 5000), WorkerSession::Next::kOutput);
+  ASSERT_EQ(out.kind, WorkerOutput::Kind::kError);
+  EXPECT_EQ(out.error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(out.error.message()),
+              HasSubstr("session lease expired: no message from the trainer for 30.0 s"));
+  EXPECT_EQ(session->NextOutput(&out, 5000), WorkerSession::Next::kEnd);
+  EXPECT_FALSE(session->AddSplit(99, {}).ok());
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_THAT(log[0], HasSubstr("session 1 opened"));
+    EXPECT_THAT(log[1], HasSubstr("session 1 closed: its trainer sent nothing for 30.0 s"));
+  }
+  // The slot is free for another trainer.
+  EXPECT_TRUE(service.OpenSession(Request(2)).ok());
+}
+
+TEST_F(WorkerServiceTest, AnExpiredSessionStillHeldByItsTransportFiresTheExpiryHook) {
+  FakeClock clock;
+  WorkerOptions options;
+  options.session_lease_s = 5;
+  options.clock = clock.Fn();
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  std::atomic<int> fired{0};
+  (*session)->SetExpiryHook([&] { ++fired; });
+  clock.Advance(6);
+  EXPECT_EQ(service.ExpireLeases(), 1);
+  EXPECT_EQ(fired.load(), 0) << "the transport first gets a chance to send the error";
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  EXPECT_EQ(fired.load(), 1) << "still held on the next pass: cancel the call";
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  EXPECT_EQ(fired.load(), 1) << "once";
+
+  // A session the transport ended (Cancel) is left alone.
+  auto other = service.OpenSession(Request(2));
+  ASSERT_TRUE(other.ok());
+  (*other)->SetExpiryHook([&] { ++fired; });
+  (*other)->Cancel();
+  clock.Advance(60);
+  service.ExpireLeases();
+  service.ExpireLeases();
+  EXPECT_EQ(fired.load(), 1);
+  EXPECT_EQ(service.expired_sessions(), 1);
+}
+
+TEST_F(WorkerServiceTest, ALeaseOfZeroNeverExpires) {
+  FakeClock clock;
+  WorkerOptions options;
+  options.session_lease_s = 0;
+  options.clock = clock.Fn();
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(2));
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ((*session)->info().session_lease_s, 0);
+  clock.Advance(1e6);
+  EXPECT_EQ(service.ExpireLeases(), 0);
+  EXPECT_EQ(service.open_sessions(), 1);
 }
 
 }  // namespace

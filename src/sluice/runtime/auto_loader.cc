@@ -27,6 +27,8 @@ void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
     s.connected = w.connected;
     s.connects += w.connects;
     s.failures += w.failures;
+    s.hangs += w.hangs;
+    if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
     if (!w.last_error.empty()) s.last_error = w.last_error;
     if (!w.metrics.empty()) s.metrics = w.metrics;
     return;

@@ -396,6 +396,15 @@ int64_t Coordinator::ReleaseSplit(uint64_t split_id) {
   return n;
 }
 
+int64_t Coordinator::HeldSamples(int consumer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t held = 0;
+  for (const auto& [id, split] : open_) {
+    if (split.consumer == consumer) held += static_cast<int64_t>(split.unresolved);
+  }
+  return held;
+}
+
 void Coordinator::SetActive(int consumer, bool active) {
   std::lock_guard<std::mutex> lock(mu_);
   consumers_[consumer].config.active = active;

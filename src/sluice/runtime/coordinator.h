@@ -144,6 +144,9 @@ class Coordinator {
   // samples of the split still unresolved are re-queued. Returns how many (normally 0).
   int64_t ReleaseSplit(uint64_t split_id);
 
+  // Unresolved samples of the open splits `consumer` holds: what it still owes.
+  int64_t HeldSamples(int consumer) const;
+
   // The sequence number of `id`, if its epoch is still being tracked (not finished).
   std::optional<uint64_t> SeqOf(SampleId id) const;
   // The samples reserved by the resume progress (consumed before), in epoch order; each

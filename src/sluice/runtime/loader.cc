@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/pipeline/batch.h"
 #include "sluice/pipeline/build.h"
@@ -45,6 +46,10 @@ namespace {
 constexpr uint64_t kDefaultSplitSize = 32;
 constexpr size_t kMaxWarnings = 100;
 constexpr double kReconnectTimeoutS = 1.0;
+// How often a reader waiting for its worker checks the worker's silence against its
+// deadline: a hang is found within a quarter of a second of its deadline (the deadline is at
+// least 10 s), for four wake-ups a second of a thread that is waiting anyway.
+constexpr int64_t kLivenessCheckMs = 250;
 
 // Which samples the consumer has received (or will never receive: skipped, dropped), by
 // epoch, for Loader::Progress(). Thread-safe.
@@ -392,7 +397,11 @@ namespace {
 class RemoteLink {
  public:
   RemoteLink(Loader::Impl* loader, int consumer, rpc::ConnectOptions connect, double share)
-      : loader_(loader), consumer_(consumer), connect_(std::move(connect)), share_(share) {}
+      : loader_(loader),
+        consumer_(consumer),
+        connect_(std::move(connect)),
+        share_(share),
+        watch_(loader->options.hang) {}
 
   void set_share(double share) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -449,6 +458,8 @@ class RemoteLink {
     r.connected = connected_;
     r.connects = connects_;
     r.failures = failures_;
+    r.hangs = hangs_;
+    r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
     r.metrics = metrics_;
     return r;
@@ -527,7 +538,8 @@ class RemoteLink {
       coordinator->SetActive(consumer_, true);
 
       std::thread feeder([this, stream] { Feed(*stream); });
-      Status failure = Read(*stream);
+      std::optional<HangVerdict> hung;
+      Status failure = Read(*stream, &hung);
       const int64_t requeued = coordinator->ConsumerFailed(consumer_);
       stream->Cancel();
       feeder.join();
@@ -547,10 +559,20 @@ class RemoteLink {
         std::lock_guard<std::mutex> lock(mu_);
         ++failures_;
         last_error_ = std::string(failure.message());
+        if (hung.has_value()) {
+          ++hangs_;
+          last_hang_silence_s_ = hung->silence_s;
+        }
       }
       last_warning = std::string(failure.message());
-      loader_->Warn(absl::StrCat("worker ", connect_.address, " failed (", requeued,
-                                 " samples re-queued; reconnecting): ", failure.message()));
+      if (hung.has_value()) {
+        loader_->Warn(absl::StrCat(failure.message(), "; ", requeued,
+                                   " samples re-queued; its stream is cancelled and it is "
+                                   "reconnected when it answers again"));
+      } else {
+        loader_->Warn(absl::StrCat("worker ", connect_.address, " failed (", requeued,
+                                   " samples re-queued; reconnecting): ", failure.message()));
+      }
       if (!Backoff(backoff)) break;
       backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
     }
@@ -601,18 +623,38 @@ class RemoteLink {
     }
   }
 
-  // Reads events until the stream fails (or is cancelled); returns why.
-  Status Read(rpc::RemoteStream& stream) {
+  // Reads events until the stream fails (or is cancelled) or the worker is found hung (the
+  // stream is then cancelled and *hung says why); returns why.
+  Status Read(rpc::RemoteStream& stream, std::optional<HangVerdict>* hung) {
     Merge* merge = loader_->merge.get();
     Coordinator* coordinator = loader_->coordinator.get();
+    watch_.Restart(NowNanos());
     for (;;) {
-      rpc::StreamEvent event = stream.Next();
+      // Only when nothing is waiting to be read is the worker silent: events queued while
+      // this thread was pushing into the merge are deliveries.
+      std::optional<rpc::StreamEvent> next = stream.NextFor(0);
+      while (!next.has_value()) {
+        if (std::optional<HangVerdict> v =
+                watch_.Check(coordinator->HeldSamples(consumer_), NowNanos())) {
+          stream.Cancel();
+          *hung = v;
+          return absl::DeadlineExceededError(
+              absl::StrCat("worker ", connect_.address, " hung: ", v->Describe(watch_.policy())));
+        }
+        next = stream.NextFor(kLivenessCheckMs);
+      }
+      rpc::StreamEvent& event = *next;
       switch (event.kind) {
         case rpc::StreamEvent::Kind::kElements: {
           {
             std::lock_guard<std::mutex> lock(mu_);
             bytes_received_ += static_cast<int64_t>(event.wire_bytes);
           }
+          int64_t samples = 0;
+          for (const Element& e : event.elements) {
+            samples += e.members.empty() ? 1 : static_cast<int64_t>(e.members.size());
+          }
+          watch_.Delivered(samples, NowNanos());
           for (Element& e : event.elements) {
             if (!merge->Push(consumer_, std::move(e)).ok()) {
               stream.Cancel();
@@ -622,6 +664,7 @@ class RemoteLink {
           break;
         }
         case rpc::StreamEvent::Kind::kSplitDone:
+          watch_.Delivered(0, NowNanos());
           for (const auto& [id, reason] : event.skipped) {
             // A short last batch dropped under drop_remainder is not a failed sample.
             if (!absl::StartsWith(reason, "dropped:")) {
@@ -647,6 +690,7 @@ class RemoteLink {
   const rpc::ConnectOptions connect_;
   double share_ ABSL_GUARDED_BY(mu_);
   std::thread supervisor_;
+  DeliveryWatch watch_;  // used by the supervisor thread only (Read)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -658,6 +702,8 @@ class RemoteLink {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hangs_ ABSL_GUARDED_BY(mu_) = 0;
+  double last_hang_silence_s_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::vector<rpc::WorkerOpMetrics> metrics_ ABSL_GUARDED_BY(mu_);

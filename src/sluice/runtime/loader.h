@@ -18,7 +18,10 @@
 // the run goes on with the others (all-local when none is reachable). A stream that fails
 // gets its open splits re-queued and its worker is reconnected in the background with
 // exponential backoff (0.1 s doubling to 5 s by default; each attempt waits at most 1 s for
-// the connection), and used again once back. A
+// the connection), and used again once back. A worker that holds open splits but delivers
+// nothing for longer than a deadline derived from its measured rate (runtime/liveness.h) is
+// declared hung: its stream is cancelled and it is treated as failed (warned about as
+// "worker A hung: nothing delivered for ...", counted in WorkerReport::hangs). A
 // sample that fails remotely under on_error: fail ends the run with the op's error, as it
 // would locally. With options.deterministic, batches come out in the same order, and with
 // the same content, whatever the plan and whichever worker fails.
@@ -47,6 +50,7 @@
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
 #include "sluice/rpc/remote_stream.h"
+#include "sluice/runtime/liveness.h"
 
 namespace sluice::runtime {
 
@@ -77,6 +81,8 @@ struct LoaderOptions {
   size_t max_buffered_bytes = 256 << 20;  // budget of the local queues
   double reconnect_initial_s = 0.1;
   double reconnect_max_s = 5.0;
+  // When a worker that holds open splits but delivers nothing is declared hung.
+  HangPolicy hang;
   // Resume from a checkpoint: the samples it marks consumed are left out (may be null).
   // spec.epochs still counts from epoch 0.
   std::shared_ptr<const pipeline::SourceProgress> resume;
@@ -94,9 +100,11 @@ struct WorkerReport {
   // connection, and decoding them and handing the samples on.
   int64_t read_cpu_ns = 0;
   int64_t decode_cpu_ns = 0;
-  bool connected = false;      // now
-  int64_t connects = 0;        // successful opens
-  int64_t failures = 0;        // streams that broke after opening
+  bool connected = false;          // now
+  int64_t connects = 0;            // successful opens
+  int64_t failures = 0;            // streams that broke after opening (hangs included)
+  int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
+  double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;
   std::vector<rpc::WorkerOpMetrics> metrics;  // latest in-band metrics of its session
 };
