@@ -613,7 +613,7 @@ TEST_F(WorkerServiceTest, ASessionWhoseTrainerIsSilentForItsLeaseIsClosed) {
   FakeClock clock;
   std::vector<std::string> log;
   std::mutex log_mu;
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.max_sessions = 1;
   options.session_lease_s = 30;
   options.clock = clock.Fn();
@@ -671,7 +671,7 @@ TEST_F(WorkerServiceTest, ASessionWhoseTrainerIsSilentForItsLeaseIsClosed) {
 
 TEST_F(WorkerServiceTest, AnExpiredSessionStillHeldByItsTransportFiresTheExpiryHook) {
   FakeClock clock;
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.session_lease_s = 5;
   options.clock = clock.Fn();
   WorkerService service(options);
@@ -701,7 +701,7 @@ TEST_F(WorkerServiceTest, AnExpiredSessionStillHeldByItsTransportFiresTheExpiryH
 
 TEST_F(WorkerServiceTest, ALeaseOfZeroNeverExpires) {
   FakeClock clock;
-  WorkerOptions options;
+  WorkerOptions options = Rooted();
   options.session_lease_s = 0;
   options.clock = clock.Fn();
   WorkerService service(options);
