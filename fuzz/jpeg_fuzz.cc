@@ -1,0 +1,48 @@
+// Fuzzes the JPEG decoder behind decode_jpeg: a whole-image decode to RGB, and a scaled
+// region decode to gray whose scale and region come from the input's last 4 bytes (the
+// path random_resized_crop's NeededInput takes).
+#include <turbojpeg.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sluice/ops/image/codecs.h"
+
+namespace {
+
+// Until the decoders enforce a pixel limit, a header announcing a huge image makes the
+// decoder allocate it and the run stops at libFuzzer's malloc limit on the first such
+// input. Skip those inputs so the run keeps looking for other bugs.
+constexpr int64_t kMaxPixels = int64_t{1} << 26;
+
+bool TooLarge(const uint8_t* data, size_t size) {
+  tjhandle handle = tjInitDecompress();
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  int rc = tjDecompressHeader3(handle, data, size, &width, &height, &subsamp, &colorspace);
+  tjDestroy(handle);
+  return rc == 0 && int64_t{width} * height > kMaxPixels;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (TooLarge(data, size)) return 0;
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  (void)sluice::ops::DecodeJpeg(bytes, 3);
+  if (size < 4) return 0;
+  const uint8_t* knobs = data + size - 4;
+  auto planner = [knobs](int64_t full_height, int64_t full_width) {
+    sluice::ops::DecodeRequest request;
+    request.min_scale = (knobs[0] % 8 + 1) / 8.0;
+    if (knobs[1] & 1) {
+      request.x = full_width * (knobs[1] >> 1) / 128;
+      request.y = full_height * (knobs[2] >> 1) / 128;
+      request.width = full_width - request.x - (full_width - request.x) * (knobs[3] >> 1) / 128;
+      request.height = full_height - request.y - (full_height - request.y) * (knobs[3] >> 1) / 128;
+    }
+    return request;
+  };
+  (void)sluice::ops::DecodeJpeg(bytes, 1, planner);
+  return 0;
+}
