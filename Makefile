@@ -11,11 +11,17 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 SANITIZE ?=
 BUILD_TYPE ?= Release
+# Sanitizer builds use clang (docs/testing.md says why); an address build also carries
+# the fuzz targets (SLUICE_FUZZ), so `make test-asan` and `make fuzz` share build-address-undefined/.
+SAN_CXX ?= clang++-14
 ifeq ($(SANITIZE),)
 BUILD_DIR ?= build
+CMAKE_EXTRA :=
 else
 BUILD_DIR ?= build-$(subst $(comma),-,$(SANITIZE))
 BUILD_TYPE := RelWithDebInfo
+CMAKE_EXTRA := -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
+  -DSLUICE_FUZZ=$(if $(findstring address,$(SANITIZE)),ON,OFF)
 endif
 comma := ,
 SLUICE := $(BUILD_DIR)/bin/sluice
@@ -37,10 +43,10 @@ ASAN_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_SUPP)/tsan.supp
 
-FUZZ_DIR := build-fuzz
+FUZZ_SANITIZE := address,undefined
+FUZZ_DIR := build-address-undefined
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
-CLANG ?= clang++-14
 
 .PHONY: all deps configure build test test-asan test-tsan fuzz-build fuzz demo bench clean
 
@@ -51,7 +57,7 @@ deps:
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DSLUICE_SANITIZE=$(SANITIZE) > $(BUILD_DIR).configure.log 2>&1 \
+	  -DSLUICE_SANITIZE=$(SANITIZE) $(CMAKE_EXTRA) > $(BUILD_DIR).configure.log 2>&1 \
 	  || { cat $(BUILD_DIR).configure.log; exit 1; }
 
 build: configure
@@ -68,11 +74,8 @@ test-tsan:
 	@$(TSAN_ENV) $(MAKE) --no-print-directory test SANITIZE=thread \
 	  TARGETS="$(TSAN_TARGETS)" CTEST_ARGS="-L '^(core|rpc|runtime)$$'"
 
-fuzz-build: deps
-	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=$(CLANG) -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF \
-	  > $(FUZZ_DIR).configure.log 2>&1 || { cat $(FUZZ_DIR).configure.log; exit 1; }
-	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target sluice_fuzz
+fuzz-build:
+	@$(MAKE) --no-print-directory build SANITIZE=$(FUZZ_SANITIZE) TARGETS=sluice_fuzz
 
 fuzz: fuzz-build
 	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
