@@ -438,11 +438,11 @@ TEST(SpecErrorTest, ArgumentValuesThatAreNotScalarsOrNumberLists) {
 // instead of its bytes, so the worker read a different glob.
 TEST(SpecErrorTest, TextThatIsNotUtf8) {
   EXPECT_EQ(ErrorOf("source: {files: \"data/im\xff\xff.jpg\"}\n"),
-            "pipe.yaml:1:17: not UTF-8 text: \"data/im\\377\\377.jpg\"");
+            "pipe.yaml:1:17: not UTF-8 text: \"data/im\\xff\\xff.jpg\"");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "ops: [\"\xc3\x28\"]\n"),  // a cut sequence
-            "pipe.yaml:2:7: not UTF-8 text: \"\\303(\"");
+            "pipe.yaml:2:7: not UTF-8 text: \"\\xc3(\"");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\xed\xa0\x80: 1\n"),  // an encoded surrogate
-            "pipe.yaml:2:1: not UTF-8 text: \"\\355\\240\\200\"");
+            "pipe.yaml:2:1: not UTF-8 text: \"\\xed\\xa0\\x80\"");
   // UTF-8 text, and escapes that YAML turns into UTF-8, are fine.
   PipelineSpec spec = ParseOrDie("source: {files: [\"d\xc3\xa9j\xc3\xa0/*.jpg\", \"\\xff.jpg\"]}\n");
   EXPECT_EQ(spec.source.files,
