@@ -48,7 +48,9 @@ Outcome Replay(const std::string& target, const std::string& bytes) {
     if (spec.ok()) {
       auto again = sluice::pipeline::ParseSpec(sluice::pipeline::ToCanonicalJson(*spec), "c.json");
       EXPECT_TRUE(again.ok()) << again.status();
-      if (again.ok()) EXPECT_TRUE(*again == *spec);
+      if (again.ok()) {
+        EXPECT_TRUE(*again == *spec);
+      }
     }
     return Of(spec);
   }
@@ -87,7 +89,9 @@ Outcome Replay(const std::string& target, const std::string& bytes) {
     if (policy.ok()) {
       auto again = sluice::runtime::ParsePolicy(policy->ToString(), num_ops);
       EXPECT_TRUE(again.ok()) << again.status();
-      if (again.ok()) EXPECT_EQ(again->ToString(), policy->ToString());
+      if (again.ok()) {
+        EXPECT_EQ(again->ToString(), policy->ToString());
+      }
     }
     return Of(policy);
   }
@@ -119,7 +123,9 @@ TEST(FuzzRegressionTest, SavedCrashInputsGiveErrors) {
     for (const auto& file : FilesIn(fs::path(SLUICE_SOURCE_DIR) / "fuzz/regressions" / target)) {
       SCOPED_TRACE(file.string());
       Outcome outcome = Replay(target, ReadFile(file));
-      if (!outcome.ok) EXPECT_FALSE(outcome.message.empty());
+      if (!outcome.ok) {
+        EXPECT_FALSE(outcome.message.empty());
+      }
     }
   }
 }
