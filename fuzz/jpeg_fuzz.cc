@@ -22,7 +22,17 @@ bool TooLarge(const uint8_t* data, size_t size) {
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   int rc = tjDecompressHeader3(handle, data, size, &width, &height, &subsamp, &colorspace);
   tjDestroy(handle);
-  return rc == 0 && int64_t{width} * height > kMaxPixels;
+  if (rc == 0) return int64_t{width} * height > kMaxPixels;
+  // TurboJPEG refuses some headers libjpeg decodes (an odd subsampling, say): look for any
+  // start-of-frame marker (FF C0-CF but C4, C8, CC) with its height and width.
+  for (size_t i = 0; i + 9 <= size; ++i) {
+    const uint8_t m = data[i + 1];
+    if (data[i] != 0xFF || (m & 0xF0) != 0xC0 || m == 0xC4 || m == 0xC8 || m == 0xCC) continue;
+    const int64_t h = data[i + 5] << 8 | data[i + 6];
+    const int64_t w = data[i + 7] << 8 | data[i + 8];
+    if (h * w > kMaxPixels) return true;
+  }
+  return false;
 }
 
 }  // namespace
