@@ -1,6 +1,7 @@
 # sluice_module(NAME DEPS ...): one static library per module folder, built from every .cc
 # in the folder and its subfolders except *_test.cc; the module's tests (*_test.cc) become
-# one GoogleTest binary, sluice_<name>_test, registered with ctest.
+# one GoogleTest binary, sluice_<name>_test, registered with ctest under the label <name>
+# (`ctest -L rpc` runs one module's tests).
 function(sluice_module name)
   cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
@@ -22,6 +23,7 @@ function(sluice_module name)
     target_link_libraries(sluice_${name}_test PRIVATE sluice_${name} ${ARG_TEST_DEPS}
                           GTest::gtest GTest::gmock GTest::gtest_main)
     gtest_discover_tests(sluice_${name}_test DISCOVERY_TIMEOUT 60
-                         PROPERTIES ENVIRONMENT "SLUICE_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
+                         PROPERTIES LABELS ${name}
+                                    ENVIRONMENT "SLUICE_TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp")
   endif()
 endfunction()

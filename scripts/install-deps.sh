@@ -19,6 +19,8 @@ PACKAGES=(
   libkissfft-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing (make fuzz: clang with libFuzzer and the sanitizer runtimes) and a compiler cache
+  clang-14 libclang-rt-14-dev ccache
   # python side: baselines (PyTorch DataLoader) and plots
   python3 python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-matplotlib python3-yaml python3-scipy

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sluice/ops/generic/numeric.h"
+
 namespace sluice::pipeline {
 namespace {
 
@@ -86,16 +88,16 @@ void FillValue(DType dtype, double value, void* dst, size_t count) {
   switch (dtype) {
     case DType::kU8:
     case DType::kBytes:
-      fill(static_cast<uint8_t>(value));
+      fill(ops::SaturateTo<uint8_t>(value));
       break;
     case DType::kI16:
-      fill(static_cast<int16_t>(value));
+      fill(ops::SaturateTo<int16_t>(value));
       break;
     case DType::kI32:
-      fill(static_cast<int32_t>(value));
+      fill(ops::SaturateTo<int32_t>(value));
       break;
     case DType::kI64:
-      fill(static_cast<int64_t>(value));
+      fill(ops::SaturateTo<int64_t>(value));
       break;
     case DType::kF16:
       fill(FloatToHalf(static_cast<float>(value)));

@@ -48,7 +48,8 @@ StatusOr<Schema> BatchSchema(const Schema& input, const BatchOptions& options);
 StatusOr<Element> StackBatch(std::vector<Element> members, const Schema& input,
                              const BatchOptions& options);
 
-// Fills `count` values of `dtype` at `dst` with `value` converted to that dtype.
+// Fills `count` values of `dtype` at `dst` with `value` converted to that dtype; integers as
+// the `cast` op converts them (truncated toward zero, saturated to the type's range, NaN 0).
 void FillValue(DType dtype, double value, void* dst, size_t count);
 
 class BatchIterator : public Iterator {

@@ -1,6 +1,8 @@
 #include "sluice/pipeline/batch.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -199,6 +201,28 @@ TEST(PaddedBatchTest, HalfPrecisionPadding) {
   EXPECT_EQ(h, 0x7c00);  // overflow: infinity
   FillValue(DType::kF16, 5.960464477539063e-08, &h, 1);
   EXPECT_EQ(h, 0x0001);  // the smallest subnormal
+}
+
+// Found under UBSan: padding_value -7 (LocalExecutorTest.PaddedBatch) also pads the batch's
+// bytes field, and converting -7.0 to uint8_t is undefined behaviour. Integers now convert
+// as the cast op converts them.
+TEST(PaddedBatchTest, IntegerPaddingIsTruncatedAndSaturated) {
+  uint8_t u8 = 1;
+  FillValue(DType::kU8, -7, &u8, 1);
+  EXPECT_EQ(u8, 0);
+  FillValue(DType::kBytes, 300.5, &u8, 1);
+  EXPECT_EQ(u8, 255);
+  int16_t i16 = 1;
+  FillValue(DType::kI16, -1e9, &i16, 1);
+  EXPECT_EQ(i16, -32768);
+  int32_t i32 = 1;
+  FillValue(DType::kI32, -7.9, &i32, 1);
+  EXPECT_EQ(i32, -7);
+  FillValue(DType::kI32, std::nan(""), &i32, 1);
+  EXPECT_EQ(i32, 0);
+  int64_t i64 = 1;
+  FillValue(DType::kI64, 1e300, &i64, 1);
+  EXPECT_EQ(i64, std::numeric_limits<int64_t>::max());
 }
 
 TEST(BatchSchemaTest, RejectsBadOptions) {

@@ -22,9 +22,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -249,6 +251,69 @@ std::string Describe(const YAML::Node& node) {
   return node.Scalar();
 }
 
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
+// U+10FFFF), the text JSON can carry unchanged.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the byte after the lead byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= static_cast<size_t>(extra)) return false;
+    for (int k = 1; k <= extra; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+// A scalar that is not UTF-8: where it is and its bytes.
+struct NonUtf8 {
+  YAML::Mark mark;
+  std::string text;
+};
+
+// The first scalar (key or value) under `node` that is not UTF-8. Specs nest a few levels;
+// the walk stops at `depth` 0 (an alias can make the graph cyclic, and nothing that deep is
+// a valid spec anyway).
+std::optional<NonUtf8> FindNonUtf8(const YAML::Node& node, int depth) {
+  if (node.IsScalar()) {
+    if (IsUtf8(node.Scalar())) return std::nullopt;
+    return NonUtf8{node.Mark(), node.Scalar()};
+  }
+  if (depth == 0) return std::nullopt;
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) {
+      if (auto bad = FindNonUtf8(item, depth - 1)) return bad;
+    }
+  } else if (node.IsMap()) {
+    for (const auto& entry : node) {
+      if (auto bad = FindNonUtf8(entry.first, depth - 1)) return bad;
+      if (auto bad = FindNonUtf8(entry.second, depth - 1)) return bad;
+    }
+  }
+  return std::nullopt;
+}
+
 // A value in the file: its node, where it is, and its path for messages.
 struct Value {
   YAML::Node node;
@@ -283,6 +348,12 @@ class Parser {
       return Error(e.mark, "", absl::StrCat("YAML syntax error: ", e.msg));
     } catch (const YAML::Exception& e) {
       return Error(e.mark, "", absl::StrCat("cannot read YAML: ", e.msg));
+    }
+    // Strings travel to workers in the canonical JSON, which holds UTF-8 only: other bytes
+    // would arrive changed (and change the fingerprint), so they are an error here.
+    if (auto bad = FindNonUtf8(root, /*depth=*/32)) {
+      return Error(bad->mark, "", absl::StrCat("not UTF-8 text: \"", absl::CHexEscape(bad->text),
+                                               "\""));
     }
     try {
       return ParseRoot(root);

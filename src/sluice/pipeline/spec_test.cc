@@ -491,6 +491,23 @@ TEST(SpecErrorTest, ArgumentValuesThatAreNotScalarsOrNumberLists) {
             "list of numbers, got null");
 }
 
+// Found by fuzz/spec_fuzz.cc (fuzz/regressions/spec/non_utf8_glob.yaml): a string that is
+// not UTF-8 was accepted, and its canonical JSON (what a worker receives) carried U+FFFD
+// instead of its bytes, so the worker read a different glob.
+TEST(SpecErrorTest, TextThatIsNotUtf8) {
+  EXPECT_EQ(ErrorOf("source: {files: \"data/im\xff\xff.jpg\"}\n"),
+            "pipe.yaml:1:17: not UTF-8 text: \"data/im\\xff\\xff.jpg\"");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "ops: [\"\xc3\x28\"]\n"),  // a cut sequence
+            "pipe.yaml:2:7: not UTF-8 text: \"\\xc3(\"");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\xed\xa0\x80: 1\n"),  // an encoded surrogate
+            "pipe.yaml:2:1: not UTF-8 text: \"\\xed\\xa0\\x80\"");
+  // UTF-8 text, and escapes that YAML turns into UTF-8, are fine.
+  PipelineSpec spec = ParseOrDie("source: {files: [\"d\xc3\xa9j\xc3\xa0/*.jpg\", \"\\xff.jpg\"]}\n");
+  EXPECT_EQ(spec.source.files,
+            (std::vector<std::string>{"d\xc3\xa9j\xc3\xa0/*.jpg", "\xc3\xbf.jpg"}));
+  EXPECT_EQ(ParseOrDie(ToCanonicalJson(spec)), spec);
+}
+
 TEST(SpecErrorTest, FilenameDefaultsWhenEmpty) {
   StatusOr<PipelineSpec> spec = ParseSpec("[]", "", TestRegistry());
   ASSERT_FALSE(spec.ok());

@@ -341,11 +341,19 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
       Shape shape(rank);
       // The element count, overflow-checked against the payload size as it grows.
       uint64_t n = 1;
+      // The product of the non-zero dimensions, which must fit in int64: a tensor with a zero
+      // dimension has no bytes whatever the others are, but the sizes computed from its shape
+      // (its element count, a row of it) would overflow.
+      int64_t nonzero = 1;
       for (int d = 0; d < rank; ++d) {
         if (!r.I64(&shape[d], "dims")) return Truncated(r, "dims");
         if (shape[d] < 0) {
           return Corrupt(
               absl::StrCat("element ", i, " tensor ", t, ": negative dimension ", shape[d]));
+        }
+        if (shape[d] != 0 && __builtin_mul_overflow(nonzero, shape[d], &nonzero)) {
+          return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": dimension ", d, " (",
+                                      shape[d], ") overflows the element count"));
         }
         const uint64_t dim = static_cast<uint64_t>(shape[d]);
         if (dim != 0 && n > raw_size / dim)

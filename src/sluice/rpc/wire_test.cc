@@ -234,5 +234,44 @@ TEST(WireTest, RejectsHugeAnnouncedSizes) {
   EXPECT_THAT(std::string(decoded.status().message()), testing::HasSubstr("over the limit"));
 }
 
+// Found by fuzz/wire_fuzz.cc (fuzz/regressions/wire/zero_dim_overflow): a tensor with a zero
+// dimension has no bytes, so its other dimensions passed every size check, and computing its
+// element count overflowed int64 (undefined behaviour) before the view was made.
+TEST(WireTest, RejectsDimensionsWhoseProductOverflows) {
+  std::string header("SLW1", 4);
+  auto put = [&header](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) header.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  put(1, 1);  // version
+  put(0, 1);  // codec: none
+  put(0, 2);  // reserved
+  put(0, 8);  // raw payload size
+  put(1, 4);  // one element:
+  put(0, 4);  //   epoch
+  put(0, 8);  //   index
+  put(0, 4);  //   origin length
+  put(0, 4);  //   member count
+  for (int i = 0; i < 6; ++i) put(0, 4);  // decoded region
+  put(1, 4);  //   one tensor:
+  put(static_cast<uint8_t>(DType::kU8), 1);
+  put(3, 1);  //     rank
+  put(uint64_t{1} << 40, 8);
+  put(uint64_t{1} << 40, 8);
+  put(0, 8);
+  put(0, 8);  //     offset
+  put(0, 8);  //     length
+  auto decoded = DecodeElements(header, std::string());
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(decoded.status().message()),
+              testing::HasSubstr("element 0 tensor 0: dimension 1 (1099511627776) overflows"));
+
+  // The same shape with a product that fits is a valid empty tensor.
+  header.replace(header.size() - 40, 8, std::string("\x01\0\0\0\0\0\0\0", 8));
+  decoded = DecodeElements(header, std::string());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ((*decoded)[0].tensors[0].shape(), (Shape{1, int64_t{1} << 40, 0}));
+}
+
 }  // namespace
 }  // namespace sluice::rpc

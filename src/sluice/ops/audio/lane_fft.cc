@@ -49,11 +49,19 @@ struct Plan {
 typedef float V8 __attribute__((vector_size(32)));
 static_assert(sizeof(V8) == L * sizeof(float));
 
+#if defined(__clang__)
+// Clang rejects a function returning a 32-byte vector in code built without AVX, even one
+// that is always inlined; there Load is an expression instead, an unaligned vector read of
+// the same eight floats.
+typedef float V8Unaligned __attribute__((vector_size(32), aligned(alignof(float)), may_alias));
+#define Load(p) (static_cast<V8>(*reinterpret_cast<const V8Unaligned*>(p)))
+#else
 [[gnu::always_inline]] inline V8 Load(const float* p) {
   V8 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
+#endif
 [[gnu::always_inline]] inline void Store(float* p, const V8& v) { std::memcpy(p, &v, sizeof(v)); }
 
 // One Stockham stage of radix R: reads s (re, im), writes d.
@@ -244,6 +252,7 @@ __attribute__((target_clones("avx2", "default"))) void JoinEight(int64_t m, cons
   out[4 * m] = std::sqrt(xr * xr + xi * xi);
 }
 
+#undef Load
 }  // namespace
 
 std::unique_ptr<LaneRealFft> LaneRealFft::Make(int64_t n) {

@@ -1,0 +1,34 @@
+// Fuzzes the wire decoder (DecodeElements) a worker's and a trainer's messages go through.
+// Input: u32 little-endian header length, the header, then the payload (what
+// fuzz_make_wire_seeds writes). Every decoded tensor is read end to end, so a view that
+// reached out of its buffer shows up under ASan.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "sluice/rpc/wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  uint32_t header_size = uint32_t{data[0]} | uint32_t{data[1]} << 8 | uint32_t{data[2]} << 16 |
+                         uint32_t{data[3]} << 24;
+  data += 4;
+  size -= 4;
+  if (header_size > size) header_size = static_cast<uint32_t>(size);
+  std::string_view header(reinterpret_cast<const char*>(data), header_size);
+  std::string payload(reinterpret_cast<const char*>(data) + header_size, size - header_size);
+  sluice::rpc::DecodeLimits limits;
+  limits.max_raw_payload_bytes = size_t{64} << 20;
+  auto elements = sluice::rpc::DecodeElements(header, std::move(payload), limits);
+  if (!elements.ok()) return 0;
+  volatile uint8_t sink = 0;
+  for (const auto& element : *elements) {
+    for (const auto& tensor : element.tensors) {
+      const uint8_t* bytes = tensor.raw();
+      for (size_t i = 0; i < tensor.nbytes(); ++i) sink = sink ^ bytes[i];
+    }
+  }
+  return 0;
+}
