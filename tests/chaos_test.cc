@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <fstream>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -67,7 +68,7 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
   if (!testbed::CanHostTestbed()) GTEST_SKIP() << "the testbed needs root and cgroups";
   TempDir dir;
   GenerateImages(dir.path(), 160);
-  constexpr int kEpochs = 12;
+  constexpr int kEpochs = 24;
   constexpr int64_t kSamples = 160 * kEpochs;
   const fs::path spec = dir.path() / "chaos.yaml";
   std::ofstream(spec) << StandardPipelineYaml(dir.path(), false, 8, kEpochs);
@@ -113,29 +114,48 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
                  {out.string(), err.string()});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
 
-  // The schedule: kFaults faults at evenly spaced fractions of the run, kinds and workers
-  // drawn from a fixed seed; each undone kHoldS later. The emulated accelerator (60 ms a
-  // batch of 8) paces the run at about 15 s plus what the faults cost, so the faults, 1.8 s
-  // apart, overlap some of the time.
+  // The schedule: kFaults faults at about evenly spaced fractions of the run (see below),
+  // each undone some seconds later. The emulated accelerator (60 ms a batch of 8) paces the
+  // run at about 29 s plus what the faults cost, so the faults come about 3.6 s apart and
+  // overlap some of the time.
   enum class Fault { kKill, kStop, kLinkDown };
   constexpr int kFaults = 6;
-  constexpr double kHoldS = 3.0;
-  std::mt19937 rng(20261124);
+  // How long each fault lasts: a stop outlasts the trainer's 10 s hang floor, so the
+  // stopped worker is declared hung and its samples re-queued; a link is down for as long as
+  // TCP keeps retransmitting (the stream survives); a killed worker is back after 2 s.
+  const auto hold_s = [](Fault f) {
+    return f == Fault::kStop ? 12.0 : f == Fault::kLinkDown ? 3.0 : 2.0;
+  };
+  std::mt19937 rng;
   struct Planned {
     Fault fault;
     int worker;
     int64_t at_samples;
   };
-  // Two of each kind in a seeded order; workers alternate, so one worker's faults are two
-  // intervals (3.6 s at the fastest pace) apart and never overlap each other.
-  std::vector<Fault> kinds = {Fault::kKill, Fault::kStop, Fault::kLinkDown,
-                              Fault::kKill, Fault::kStop, Fault::kLinkDown};
-  std::shuffle(kinds.begin(), kinds.end(), rng);
+  // Two of each kind, in an order that lets each run its course: a stopped worker is left
+  // alone for the next four faults (longer than the hang floor), and one worker's faults
+  // never overlap each other. Where in the run each fault falls is drawn from the seed
+  // (SLUICE_CHAOS_SEED, printed) within a quarter of an interval of its even spacing.
+  const uint32_t seed = std::getenv("SLUICE_CHAOS_SEED") != nullptr
+                            ? static_cast<uint32_t>(std::atoi(std::getenv("SLUICE_CHAOS_SEED")))
+                            : 20261124u;
+  std::printf("chaos: seed %u\n", seed);
+  rng.seed(seed);
+  const std::vector<std::pair<Fault, int>> order = {
+      {Fault::kStop, 0},     {Fault::kLinkDown, 1}, {Fault::kKill, 1},
+      {Fault::kLinkDown, 1}, {Fault::kStop, 1},     {Fault::kKill, 0}};
   std::vector<Planned> schedule;
+  const int64_t interval = kSamples / (kFaults + 2);
+  std::uniform_int_distribution<int64_t> jitter(-interval / 4, interval / 4);
   for (int k = 0; k < kFaults; ++k) {
-    schedule.push_back({kinds[k], k % 2, kSamples * (k + 1) / (kFaults + 2)});
+    schedule.push_back({order[k].first, order[k].second, interval * (k + 1) + jitter(rng)});
   }
 
+  // Signals worker i's current process; none while it is down between a kill and its restart
+  // (its old pid may already belong to another process).
+  const auto signal_worker = [&](int i, int sig) {
+    if (workers[i] > 0) kill(workers[i], sig);
+  };
   const auto link = [&](int i, const char* state) {
     testbed::RunProgram({"ip", "-n", bed->worker(i).netns, "link", "set",
                          bed->WorkerVeth(i), state})
@@ -178,16 +198,22 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
     }
     if (injected < kFaults && progress >= schedule[injected].at_samples) {
       const Planned p = schedule[injected++];
-      const auto due = now + std::chrono::milliseconds(static_cast<int>(kHoldS * 1000));
+      const auto due =
+          now + std::chrono::milliseconds(static_cast<int>(hold_s(p.fault) * 1000));
       switch (p.fault) {
         case Fault::kKill:
-          kill(workers[p.worker], SIGKILL);
-          waitpid(workers[p.worker], nullptr, 0);
-          pending.push_back({due, [&, w = p.worker] { EXPECT_TRUE(start_worker(w)); }});
+          if (workers[p.worker] > 0) {
+            kill(workers[p.worker], SIGKILL);
+            waitpid(workers[p.worker], nullptr, 0);
+            workers[p.worker] = -1;
+          }
+          pending.push_back({due, [&, w = p.worker] {
+                               if (workers[w] <= 0) EXPECT_TRUE(start_worker(w));
+                             }});
           break;
         case Fault::kStop:
-          kill(workers[p.worker], SIGSTOP);
-          pending.push_back({due, [&, w = p.worker] { kill(workers[w], SIGCONT); }});
+          signal_worker(p.worker, SIGSTOP);
+          pending.push_back({due, [&, w = p.worker] { signal_worker(w, SIGCONT); }});
           break;
         case Fault::kLinkDown:
           link(p.worker, "down");
@@ -206,7 +232,7 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
   }
   for (Recovery& r : pending) r.undo();
   for (int i = 0; i < 2; ++i) {
-    kill(workers[i], SIGCONT);
+    signal_worker(i, SIGCONT);
     link(i, "up");
   }
   if (!exited) {
@@ -222,12 +248,16 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
   EXPECT_EQ(ReadAll(out), local.out);
   const nlohmann::json j = nlohmann::json::parse(ReadAll(json));
   EXPECT_EQ(j["samples"].get<int64_t>(), kSamples);
-  int64_t failures = 0;
-  for (const nlohmann::json& w : j["places"]["workers"]) failures += w["failures"].get<int64_t>();
+  int64_t failures = 0, hangs = 0;
+  for (const nlohmann::json& w : j["places"]["workers"]) {
+    failures += w["failures"].get<int64_t>();
+    hangs += w.value("hangs", int64_t{0});
+  }
 
   nlohmann::json report = {{"faults_injected", injected},
                            {"samples_checked", kSamples},
                            {"stream_failures", failures},
+                           {"hangs_detected", hangs},
                            {"requeued_samples", j["requeued_samples"]},
                            {"late_duplicates_dropped", j["duplicates_dropped"]},
                            {"trainer_rss_start_bytes", trainer_rss_start},
