@@ -1,6 +1,7 @@
 // docs/OPS.md documents every op; this test keeps it in line with the schemas: each op has a
 // section, and each argument a table row spelled exactly as DocRow() spells it. On failure it
 // prints the rows the document should contain.
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -12,9 +13,10 @@ namespace sluice::ops {
 namespace {
 
 std::string Bounds(const ArgSchema& a) {
+  // Whole numbers in int64's range print as ints (a cast outside the range is undefined).
   auto num = [](double v) {
-    return v == static_cast<double>(static_cast<int64_t>(v)) ? absl::StrCat(static_cast<int64_t>(v))
-                                                             : ArgValueToString(ArgValue(v));
+    const bool whole = std::fabs(v) < 9.2e18 && v == std::trunc(v);
+    return whole ? absl::StrCat(static_cast<int64_t>(v)) : ArgValueToString(ArgValue(v));
   };
   if (a.min && a.max) return absl::StrCat("in [", num(*a.min), ", ", num(*a.max), "]");
   if (a.min) return absl::StrCat(">= ", num(*a.min));
