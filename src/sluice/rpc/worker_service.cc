@@ -873,6 +873,8 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
 
   std::string opened;
   {
+    // The session's own mutex before the shared one, the order everywhere else takes them.
+    std::lock_guard<std::mutex> session_lock(s.mu_);
     std::lock_guard<std::mutex> lock(shared_->mu);
     if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");
     if (shared_->open >= options_.max_sessions) {
@@ -897,11 +899,8 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     shared_->reserved += s.reservation_;
     ++shared_->open;
     s.info_.id = ++shared_->next_id;
-    {
-      std::lock_guard<std::mutex> session_lock(s.mu_);  // not shared yet: no other order exists
-      s.slot_released_ = false;
-      s.last_heard_ns_ = shared_->Now();
-    }
+    s.slot_released_ = false;
+    s.last_heard_ns_ = shared_->Now();
     std::erase_if(shared_->sessions,
                   [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
     shared_->sessions.push_back(session);
