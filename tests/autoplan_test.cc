@@ -105,9 +105,13 @@ class AutoplanTest : public ::testing::Test {
     if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(dir_->path(), -1);
     std::vector<std::string> args = {
         "train", endless, "--workers", workers, "--policy", "sluice", "--accelerator-ms", "1",
-        "--steps", "100000000", "--threads", "1", "--measure-s", "0.4", "--metric-store", "off",
+        "--steps", "100000000", "--threads", "1", "--measure-s", "0.4",
         "--dump-checksum", "--json", (dir_->path() / (name + ".json")).string(), "--events",
         (dir_->path() / (name + ".events")).string()};
+    if (std::find(extra.begin(), extra.end(), "--metric-store") == extra.end()) {
+      args.push_back("--metric-store");
+      args.push_back("off");
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     return SpawnSluice(args, dir_->path() / (name + ".out"), dir_->path() / (name + ".err"));
   }
@@ -245,34 +249,45 @@ TEST_F(AutoplanTest, MetricStorePlansFromStoredCostsAndIgnoresACorruptEntry) {
   auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
   ASSERT_NE(worker, nullptr);
   const fs::path store = dir_->path() / "store";
-  const std::string json_path = (dir_->path() / "store.json").string();
-  const std::vector<std::string> args = {
-      "train",         *spec_path_, "--workers",      worker->address(), "--policy",
-      "sluice",        "--accelerator-ms", "1", "--threads", "1", "--measure-s", "0.4",
-      "--metric-store", store.string(), "--json", json_path};
-  Result first = RunSluice(args, dir_->path());
-  ASSERT_EQ(first.exit_code, 0) << Describe(first);
-  nlohmann::json j = Json(json_path);
+  // Each run trains until its first plan is made (the --events stream says so), then is
+  // stopped; the store is saved at the end of a stopped run as of any other.
+  int runs = 0;
+  const auto run = [&](std::string* err) {
+    const std::string name = absl::StrCat("store", runs++);
+    const fs::path events = dir_->path() / (name + ".events");
+    const pid_t pid =
+        SpawnEndlessTrain(name, worker->address(), {"--metric-store", store.string()});
+    EXPECT_GT(pid, 0);
+    const bool planned = WaitFor([&] { return !Decisions(events).empty(); }, 120);
+    kill(pid, SIGTERM);
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    *err = ReadAll(dir_->path() / (name + ".err"));
+    EXPECT_TRUE(planned) << *err;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << *err;
+    return Json((dir_->path() / (name + ".json")).string());
+  };
+  std::string err;
+  nlohmann::json j = run(&err);
   EXPECT_EQ(j["profile"]["metric_store"]["note"], "miss");
+  ASSERT_FALSE(j["timeline"].empty()) << err;
   EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
   std::vector<fs::path> entries;
   for (const auto& e : fs::directory_iterator(store)) entries.push_back(e.path());
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].string(), j["profile"]["metric_store"]["path"].get<std::string>());
 
-  Result second = RunSluice(args, dir_->path());
-  ASSERT_EQ(second.exit_code, 0) << Describe(second);
-  j = Json(json_path);
+  j = run(&err);
   EXPECT_TRUE(j["profile"]["metric_store"]["costs_from_store"].get<bool>());
+  ASSERT_FALSE(j["timeline"].empty()) << err;
   EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("stored costs"));
-  EXPECT_THAT(second.err, HasSubstr("metric store: planning from the costs in"));
+  EXPECT_THAT(err, HasSubstr("metric store: planning from the costs in"));
 
   std::ofstream(entries[0]) << "{not json";
-  Result third = RunSluice(args, dir_->path());
-  ASSERT_EQ(third.exit_code, 0) << Describe(third);
-  EXPECT_THAT(third.err, HasSubstr("metric store: ignoring"));
-  j = Json(json_path);
+  j = run(&err);
+  EXPECT_THAT(err, HasSubstr("metric store: ignoring"));
   EXPECT_FALSE(j["profile"]["metric_store"]["costs_from_store"].get<bool>());
+  ASSERT_FALSE(j["timeline"].empty()) << err;
   EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
   // The run measured afresh and saved over the corrupt entry.
   EXPECT_NO_THROW(nlohmann::json::parse(ReadAll(entries[0])));
