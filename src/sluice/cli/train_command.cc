@@ -302,18 +302,28 @@ int TrainCommand(const std::vector<std::string>& args) {
   runtime::TrainOptions train;
   train.steps = steps;
   train.accelerator_ms = accelerator_ms;
-  // --events: a progress line at most every kEventIntervalS (and the decisions, below).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> events(nullptr, &std::fclose);
+  if (!events_path.empty()) {
+    events.reset(std::fopen(events_path.c_str(), "a"));
+    if (events == nullptr) {
+      std::fprintf(stderr, "sluice %s: --events: cannot open '%s': %s\n", kCommand,
+                   events_path.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+  }
+  // --events: a progress line at most every kEventIntervalS (and the decisions, below): twice
+  // a second places a fault or a stop within half a second of progress for a watcher, at a few
+  // hundred bytes a second.
   constexpr double kEventIntervalS = 0.5;
   int64_t next_event_ns = 0;
-  std::FILE* events_file = nullptr;
   train.on_step = [&](const runtime::TrainProgress& p) {
     const int64_t now = NowNanos();
-    if (events_file != nullptr && now >= next_event_ns) {
+    if (events != nullptr && now >= next_event_ns) {
       next_event_ns = now + static_cast<int64_t>(kEventIntervalS * 1e9);
-      std::fprintf(events_file,
+      std::fprintf(events.get(),
                    "{\"event\":\"progress\",\"t_s\":%.3f,\"steps\":%lld,\"samples\":%lld}\n",
                    p.elapsed_s, static_cast<long long>(p.steps), static_cast<long long>(p.samples));
-      std::fflush(events_file);
+      std::fflush(events.get());
     }
     if (!progress.Due(now)) return;
     progress.Update(
@@ -325,15 +335,6 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (dump_checksum) train.on_batch = [&](const Element& batch) { digests.Add(batch); };
   CatchStopSignals();
   train.stop = [] { return g_stop_signal != 0; };
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> events(nullptr, &std::fclose);
-  if (!events_path.empty()) {
-    events.reset(std::fopen(events_path.c_str(), "a"));
-    if (events == nullptr) {
-      std::fprintf(stderr, "sluice %s: --events: cannot open '%s': %s\n", kCommand,
-                   events_path.c_str(), std::strerror(errno));
-      return kExitUsage;
-    }    events_file = events.get();
-  }
   const auto note = [&](const std::string& message) {
     progress.Finish();
     std::fprintf(stderr, "sluice %s: %s\n", kCommand, message.c_str());
