@@ -36,6 +36,10 @@ const char* DecisionKindName(DecisionKind kind) {
       return "recalibrate";
     case DecisionKind::kReplan:
       return "replan";
+    case DecisionKind::kRollback:
+      return "rollback";
+    case DecisionKind::kTrial:
+      return "trial";
   }
   return "keep";
 }
@@ -72,13 +76,113 @@ TimelineEntry Controller::Record(double t, DecisionKind kind, std::string reason
   return e;
 }
 
-TimelineEntry Controller::Start(double t_s) {
+bool SamePlacement(const Plan& a, const Plan& b, double ratio_tolerance) {
+  if (!a.offload || !b.offload) return a.offload == b.offload;
+  return a.cut == b.cut && a.read_mode == b.read_mode && a.codec == b.codec &&
+         a.worker_addresses == b.worker_addresses && a.local_spill_over == b.local_spill_over &&
+         std::fabs(a.ratio - b.ratio) <= ratio_tolerance;
+}
+
+void Controller::RateStats::Add(double rate) {
+  ++n;
+  sum += rate;
+  sum_sq += rate * rate;
+}
+
+double Controller::RateStats::StdErr() const {
+  if (n < 2) return 0;
+  const double mean = Mean();
+  const double var = std::max(0.0, (sum_sq - n * mean * mean) / (n - 1));
+  return std::sqrt(var / n);
+}
+
+Controller::Beliefs Controller::CurrentBeliefs() const {
+  return Beliefs{profile_, trainer_factor_, worker_factor_};
+}
+
+double Controller::measured_samples_per_s() const {
+  return current_ < tried_.size() ? tried_[current_].rate.Mean() : 0;
+}
+
+Controller::Tried* Controller::Find(const Plan& plan) {
+  for (Tried& t : tried_) {
+    if (SamePlacement(t.plan, plan)) return &t;
+  }
+  return nullptr;
+}
+
+bool Controller::Differs(const RateStats& better, const RateStats& worse) const {
+  if (better.n < options_.min_measured_periods || worse.n < options_.min_measured_periods) {
+    return false;
+  }
+  const double gap = better.Mean() - worse.Mean();
+  const double noise = options_.noise_z * std::hypot(better.StdErr(), worse.StdErr());
+  return gap > noise && gap > options_.min_rate_gap * better.Mean();
+}
+
+const Controller::Tried* Controller::BetterMeasured() {
+  if (current_ >= tried_.size()) return nullptr;
+  const Tried* best = nullptr;
+  for (size_t i = 0; i < tried_.size(); ++i) {
+    if (i == current_ || !Differs(tried_[i].rate, tried_[current_].rate)) continue;
+    if (best == nullptr || tried_[i].rate.Mean() > best->rate.Mean()) best = &tried_[i];
+  }
+  return best;
+}
+
+bool Controller::MeasuredWorse(const Plan& plan) {
+  const Tried* t = Find(plan);
+  if (t == nullptr) return false;
+  for (const Tried& other : tried_) {
+    if (&other != t && Differs(other.rate, t->rate)) return true;
+  }
+  return false;
+}
+
+void Controller::NoteDecision(const Plan& was, const Beliefs& before, const TimelineEntry& entry) {
+  if (world_changed_) {
+    // Rates measured in another world say nothing about this one.
+    world_changed_ = false;
+    tried_.clear();
+    trials_ = 0;
+  } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
+             !SamePlacement(was, plan_)) {
+    tried_[current_].beliefs = before;
+  }
+  if (current_ < tried_.size() && SamePlacement(tried_[current_].plan, plan_)) {
+    tried_[current_].plan = plan_;
+    return;
+  }
+  for (size_t i = 0; i < tried_.size(); ++i) {
+    if (SamePlacement(tried_[i].plan, plan_)) {
+      current_ = i;
+      tried_[i].plan = plan_;
+      return;
+    }
+  }
+  tried_.push_back(Tried{plan_, {}, CurrentBeliefs()});
+  current_ = tried_.size() - 1;
+}
+
+TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_per_s) {
   started_ = true;
+  const Beliefs before = CurrentBeliefs();
+  tried_.clear();
+  if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
+    Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
+                {}, before};
+    for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);
+    tried_.push_back(std::move(local));
+  }
+  current_ = tried_.size();
+  const Plan was;
   plan_ = PlanSluice(effective_profile(), options_.planner);
   last_change_t_ = t_s;
-  return Record(t_s, DecisionKind::kInitial,
-                plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
-                              : "initial plan: no offload");
+  TimelineEntry e = Record(t_s, DecisionKind::kInitial,
+                           plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
+                                         : "initial plan: no offload");
+  NoteDecision(was, before, e);
+  return e;
 }
 
 Evaluation Controller::PredictCurrent(const Profile& profile) const {
@@ -99,7 +203,15 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
 
 std::optional<std::string> Controller::AbsorbWorldChanges(const Measurement& m) {
   std::vector<std::string> reasons;
-  if (m.step_s > 0 && Changed(m.step_s, profile_.consumer.step_s, options_.change_threshold)) {
+  // A stalled loop waits on its data, and a trainer short of CPU wakes late from its step
+  // (a sleeping accelerator, a throttled cgroup): a longer step seen while stalled is the
+  // trainer's own load, not a slower accelerator, and believing it would cut the demand
+  // the plan aims at. It counts once the stall is gone; a shorter step counts at once.
+  const bool longer_while_stalled = profile_.consumer.step_s > 0 &&
+                                    m.step_s > profile_.consumer.step_s &&
+                                    m.stall_fraction > options_.stall_high;
+  if (m.step_s > 0 && !longer_while_stalled &&
+      Changed(m.step_s, profile_.consumer.step_s, options_.change_threshold)) {
     reasons.push_back(profile_.consumer.step_s > 0
                           ? absl::StrCat("accelerator step ",
                                          FormatSeconds(profile_.consumer.step_s), " -> ",
@@ -233,6 +345,14 @@ void Controller::Replan(double t, const std::string& why, bool must_adopt, Timel
   }
   const Evaluation cur = PredictCurrent(eff);
   const double cur_rate = cur.feasible ? cur.predicted_samples_per_s : 0;
+  if (!SamePlacement(next, plan_) && MeasuredWorse(next)) {
+    plan_.predicted_samples_per_s = cur_rate;
+    last_change_t_ = t;
+    *out = Record(t, DecisionKind::kRecalibrate,
+                  absl::StrCat(why, "; kept ", plan_.PolicyString(), ": the model's best, ",
+                               next.PolicyString(), ", already measured worse here"));
+    return;
+  }
   const bool better = next.predicted_samples_per_s > cur_rate * (1 + options_.switch_margin);
   const bool offload_pointless =
       plan_.offload && !next.offload && next.predicted_samples_per_s >= cur_rate;
@@ -269,6 +389,8 @@ void SetReceiveCost(Costs* costs, double cpu_s_per_byte) {
 TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
                                              std::optional<double> cpu_s_per_byte) {
   if (!started_) Start(t_s);
+  const Plan was = plan_;
+  const Beliefs before = CurrentBeliefs();
   std::vector<std::string> what;
   if (cpu_s_per_element.has_value()) {
     what.push_back(absl::StrCat(Fmt(*cpu_s_per_element * 1e6), " us per element (was ",
@@ -289,21 +411,96 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
          absl::StrCat("receiving, measured on the whole trainer process, costs ",
                       absl::StrJoin(what, " and ")),
          /*must_adopt=*/false, &out);
+  NoteDecision(was, before, out);
   return out;
 }
 
 TimelineEntry Controller::Observe(const Measurement& m) {
   if (!started_) Start(m.t_s);
+  const Plan was = plan_;
+  const Beliefs before = CurrentBeliefs();
+  TimelineEntry out = Decide(m);
+  NoteDecision(was, before, out);
+  return out;
+}
+
+std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
+  const Tried* better = BetterMeasured();
+  if (better == nullptr) return std::nullopt;
+  const Tried& cur = tried_[current_];
+  const std::string left = plan_.PolicyString();
+  const double left_rate = cur.rate.Mean();
+  const int left_n = cur.rate.n;
+  // Back to the better plan and to what was believed when it ran: the readings that led
+  // away from it produced a worse plan, so they are not kept.
+  const Beliefs restore = better->beliefs;
+  const Plan back = better->plan;
+  const double back_rate = better->rate.Mean();
+  profile_ = restore.profile;
+  trainer_factor_ = restore.trainer_factor;
+  worker_factor_ = restore.worker_factor;
+  plan_ = back;
+  last_change_t_ = t;
+  mismatch_since_.reset();
+  stall_since_.reset();
+  slow_since_.clear();
+  return Record(t, DecisionKind::kRollback,
+                absl::StrCat(left, " measured ", FormatRate(left_rate), " samples/s over ", left_n,
+                             " periods, under the ", FormatRate(back_rate), " of ",
+                             plan_.PolicyString(), ": back to it"));
+}
+
+std::optional<TimelineEntry> Controller::MaybeTrial(const Measurement& m) {
+  if (trials_ >= options_.max_trials || profile_.workers.empty()) return std::nullopt;
+  if (!stall_since_ || m.t_s - *stall_since_ < options_.sustain_s) return std::nullopt;
+  PlannerOptions po = options_.planner;
+  po.require_stall = false;
+  po.min_gain = 0;
+  Plan next = PlanSluice(effective_profile(), po);
+  // While offloading, the ratio is the ratio steps' to tune: a trial tries another cut,
+  // read mode, codec or worker set.
+  if (!next.offload || SamePlacement(next, plan_, plan_.offload ? 1.0 : 0.025)) {
+    return std::nullopt;
+  }
+  const Tried* known = Find(next);
+  if (known != nullptr && known->rate.n >= options_.min_measured_periods) return std::nullopt;
+  // Worth a trial only where the model expects more than this plan measures.
+  const double measured = measured_samples_per_s();
+  if (!(next.predicted_samples_per_s > measured * (1 + options_.min_rate_gap))) {
+    return std::nullopt;
+  }
+  ++trials_;
+  const std::string before = plan_.PolicyString();
+  plan_ = std::move(next);
+  last_change_t_ = m.t_s;
+  stall_since_.reset();
+  mismatch_since_.reset();
+  return Record(m.t_s, DecisionKind::kTrial,
+                absl::StrCat("stall ", FormatPercent(m.stall_fraction), " under ", before,
+                             " (measured ", FormatRate(measured), " samples/s): trying ",
+                             plan_.PolicyString(), " (predicts ",
+                             FormatRate(plan_.predicted_samples_per_s), "), trial ", trials_,
+                             " of ", options_.max_trials));
+}
+
+TimelineEntry Controller::Decide(const Measurement& m) {
   const double t = m.t_s;
   profile_.consumer.stall_fraction = std::clamp(m.stall_fraction, 0.0, 1.0);
   TimelineEntry out;
 
   // A changed world: re-plan at once, whatever the cool-down.
   if (std::optional<std::string> world = AbsorbWorldChanges(m)) {
+    world_changed_ = true;
     AbsorbFreshCosts(m);
     Replan(t, *world, /*must_adopt=*/true, &out);
     return out;
   }
+  // The plan's own rate, once the streams have settled after the change.
+  if (t - last_change_t_ >= options_.settle_s && m.samples_per_s > 0 &&
+      current_ < tried_.size()) {
+    tried_[current_].rate.Add(m.samples_per_s);
+  }
+  if (std::optional<TimelineEntry> back = MaybeRollback(t)) return *back;
   if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
   for (const WorkerMeasurement& w : m.workers) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
@@ -393,16 +590,20 @@ TimelineEntry Controller::Observe(const Measurement& m) {
                                            Fmt(t - *stall_since_), " s while not offloading");
       Plan next = PlanSluice(effective_profile(), options_.planner);
       stall_since_.reset();
-      if (next.offload) {
+      if (next.offload && !MeasuredWorse(next)) {
         plan_ = std::move(next);
         last_change_t_ = t;
         return Record(t, DecisionKind::kReplan,
                       absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
       }
+      stall_since_ = t - options_.sustain_s;  // the stall still lasts: a trial may follow
+      if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
+      stall_since_.reset();
       return Record(t, DecisionKind::kKeep, absl::StrCat(why, "; offloading would not help"));
     }
     return Record(t, DecisionKind::kKeep, "");
   }
+  if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
 
   // A lasting stall while offloading: a small ratio step towards the side that keeps up.
   if (!stall_since_ || t - *stall_since_ < options_.correction_interval_s) {

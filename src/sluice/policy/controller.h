@@ -10,13 +10,20 @@
 //                 replaced only if the new best is clearly better);
 //   kReplan       the world changed — a worker joined or left, a worker's CPU budget or
 //                 delivered rate dropped, the step time changed, a stall appeared while not
-//                 offloading — and the planner ran again at once.
+//                 offloading — and the planner ran again at once;
+//   kRollback     the plan in force measured worse than one measured before in the same
+//                 world: back to that one, with the costs it was chosen under (a reading
+//                 that led to a worse plan is not kept);
+//   kTrial        a stall lasts and the model's best offloading plan has not been measured
+//                 yet: it runs for a few periods and stays only if it measures better.
 // Hysteresis keeps it from flapping: mismatches and stalls must last (sustain_s,
 // correction_interval_s), every plan change starts a cool-down during which only world
 // changes act, a recalibrated plan must beat the current one by switch_margin, ratio steps
 // are bounded, and a step in the opposite direction of the last one waits twice as long.
 // Once offloading, re-plans skip the planner's stall test (a working offload removes the
-// stall that justified it).
+// stall that justified it). No plan is final: every plan's delivered rate is measured, and
+// within one world (no worker, budget or step change) the best measured plan wins over a
+// model's prediction.
 //
 // Thread-compatible: one caller at a time. No clocks of its own: time comes in measurements.
 #ifndef SLUICE_POLICY_CONTROLLER_H_
@@ -33,8 +40,16 @@
 
 namespace sluice::policy {
 
-enum class DecisionKind { kInitial, kKeep, kAdjustRatio, kRecalibrate, kReplan };
-// "initial", "keep", "adjust_ratio", "recalibrate", "replan".
+enum class DecisionKind {
+  kInitial,
+  kKeep,
+  kAdjustRatio,
+  kRecalibrate,
+  kReplan,
+  kRollback,
+  kTrial,
+};
+// "initial", "keep", "adjust_ratio", "recalibrate", "replan", "rollback", "trial".
 const char* DecisionKindName(DecisionKind kind);
 
 struct TimelineEntry {
@@ -86,6 +101,17 @@ struct ControllerOptions {
   double model_drop = 0.20;
   double rate_drop_confirm_s = 2;
   double settle_s = 3;
+  // Measured plans. A plan's rate is the mean of its periods from settle_s after it began;
+  // it is compared once it has min_measured_periods of them. Two plans' rates differ when
+  // the gap exceeds noise_z standard errors of the difference (the periods' own spread),
+  // and at least min_rate_gap of the better one (what a second's count of batches can
+  // resolve: one batch in a few dozen).
+  int min_measured_periods = 3;
+  double noise_z = 2;
+  double min_rate_gap = 0.02;
+  // Offloading trials while a stall lasts (sustain_s) and the model's best plan was not
+  // measured yet: at most this many per world (a changed world allows new ones).
+  int max_trials = 3;
 };
 
 // Sets the uncompressed stream's trainer CPU per byte to `cpu_s_per_byte` and moves the
@@ -97,7 +123,9 @@ class Controller {
   explicit Controller(Profile profile, ControllerOptions options = {});
 
   // The initial plan (PlanSluice on the profile given). Observe calls it if needed.
-  TimelineEntry Start(double t_s);
+  // `local_samples_per_s`: the all-local rate measured before it (the plan to return to if
+  // offloading measures worse), counted as min_measured_periods periods of that rate.
+  TimelineEntry Start(double t_s, std::optional<double> local_samples_per_s = std::nullopt);
   // One decision per measurement; measurements must come in time order.
   TimelineEntry Observe(const Measurement& measurement);
   // The trainer's measured cost of receiving on an uncompressed stream (its whole process,
@@ -113,8 +141,44 @@ class Controller {
   Profile effective_profile() const;
   // Every decision other than kKeep, in order.
   const std::vector<TimelineEntry>& timeline() const { return timeline_; }
+  // The measured rate of the plan in force (mean of its settled periods; 0: none yet).
+  double measured_samples_per_s() const;
 
  private:
+  // The rates of one plan's periods.
+  struct RateStats {
+    int n = 0;
+    double sum = 0;
+    double sum_sq = 0;
+    void Add(double rate);
+    double Mean() const { return n > 0 ? sum / n : 0; }
+    double StdErr() const;  // of the mean; 0 with fewer than 2 periods
+  };
+  // What the controller believes (costs, calibration): restored when a plan is returned to.
+  struct Beliefs {
+    Profile profile;
+    double trainer_factor = 1;
+    std::map<std::string, double> worker_factor;
+  };
+  // A plan measured in this world, and the beliefs it was chosen under.
+  struct Tried {
+    Plan plan;
+    RateStats rate;
+    Beliefs beliefs;
+  };
+  TimelineEntry Decide(const Measurement& m);
+  Beliefs CurrentBeliefs() const;
+  // Book-keeping after any decision: a new plan gets its own entry; the one left keeps
+  // `before` (the beliefs it ran under).
+  void NoteDecision(const Plan& was, const Beliefs& before, const TimelineEntry& entry);
+  Tried* Find(const Plan& plan);
+  bool Differs(const RateStats& better, const RateStats& worse) const;
+  // A measured plan that beats the one in force (nullptr: none).
+  const Tried* BetterMeasured();
+  bool MeasuredWorse(const Plan& plan);
+  std::optional<TimelineEntry> MaybeRollback(double t);
+  std::optional<TimelineEntry> MaybeTrial(const Measurement& m);
+
   TimelineEntry Record(double t, DecisionKind kind, std::string reason);
   std::optional<std::string> AbsorbWorldChanges(const Measurement& m);
   void AbsorbFreshCosts(const Measurement& m);
@@ -139,7 +203,16 @@ class Controller {
   std::map<std::string, double> slow_since_;  // per worker
   std::optional<double> last_step_t_;
   int last_step_sign_ = 0;
+
+  std::vector<Tried> tried_;  // this world's measured plans (a world change clears them)
+  size_t current_ = 0;        // tried_'s entry for plan_
+  bool world_changed_ = false;
+  int trials_ = 0;
 };
+
+// Whether two plans run the same way: both local, or the same cut, read mode, codec, worker
+// set and spill, with ratios within half a ratio step (ControllerOptions::max_ratio_step).
+bool SamePlacement(const Plan& a, const Plan& b, double ratio_tolerance = 0.025);
 
 }  // namespace sluice::policy
 

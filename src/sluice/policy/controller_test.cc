@@ -16,13 +16,14 @@ using testing::Worker;
 
 // A measurement that matches the controller's current prediction: the total is the
 // predicted rate, split as the plan says; `stall` as given.
-Measurement OnPlan(const Controller& c, double t, double stall = 0) {
+// A period as the plan predicts it; `total`: this rate instead of the prediction.
+Measurement OnPlan(const Controller& c, double t, double stall = 0, double total = 0) {
   Measurement m;
   m.t_s = t;
   m.stall_fraction = stall;
   m.step_s = c.effective_profile().consumer.step_s;
   const Plan& plan = c.plan();
-  m.samples_per_s = plan.predicted_samples_per_s;
+  m.samples_per_s = total > 0 ? total : plan.predicted_samples_per_s;
   for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
     WorkerMeasurement w;
     w.address = plan.worker_addresses[i];
@@ -33,8 +34,9 @@ Measurement OnPlan(const Controller& c, double t, double stall = 0) {
 }
 
 // Scales what the workers deliver by `remote` and gives the rest of the total to the trainer.
-Measurement Skewed(const Controller& c, double t, double stall, double remote) {
-  Measurement m = OnPlan(c, t, stall);
+Measurement Skewed(const Controller& c, double t, double stall, double remote,
+                   double total = 0) {
+  Measurement m = OnPlan(c, t, stall, total);
   for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= remote;
   return m;
 }
@@ -140,11 +142,13 @@ TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
   Controller c(StandardProfile());
   c.Start(0);
   const double r0 = c.plan().ratio;
+  // The total stays what it was (a step that measured worse would be rolled back).
+  const double total = c.plan().predicted_samples_per_s;
   std::vector<double> ratios;
   // Workers lag (they deliver 85% of their share; the trainer takes the rest) with a 20%
   // stall: a step down every 5 s of lasting stall, 0.05 each (min(0.05, 0.5 x 0.2)).
   for (int t = 15; t <= 26; ++t) {
-    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 0.85));
+    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 0.85, total));
     if (e.kind == DecisionKind::kAdjustRatio) ratios.push_back(e.plan.ratio);
   }
   ASSERT_EQ(ratios.size(), 2u);
@@ -156,7 +160,7 @@ TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
   // Now the trainer lags: the reverse step waits twice the interval after the last step.
   double reverse_t = -1;
   for (int t = static_cast<int>(last_step_t) + 1; t <= 50 && reverse_t < 0; ++t) {
-    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 1.02));
+    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 1.02, total));
     if (e.kind == DecisionKind::kAdjustRatio) {
       reverse_t = t;
       EXPECT_NEAR(e.plan.ratio, r0 - 0.05, 1e-9);

@@ -106,6 +106,8 @@ Status ValidateProfile(const Profile& p) {
       CheckNonNegative(c.batch_cpu_s_per_sample, "costs.batch_cpu_s_per_sample"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.recv_cpu_s_per_sample, "costs.recv_cpu_s_per_sample"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.send_cpu_s_per_byte, "costs.send_cpu_s_per_byte"));
+  SLUICE_RETURN_IF_ERROR(
+      CheckNonNegative(c.worker_send_cpu_s_per_byte, "costs.worker_send_cpu_s_per_byte"));
   for (size_t i = 0; i < c.codecs.size(); ++i) {
     const std::string f = absl::StrCat("costs.codecs[", i, "]");
     if (!std::isfinite(c.codecs[i].ratio) || c.codecs[i].ratio < 1) {
@@ -290,6 +292,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("batch_cpu_s_per_sample", &c.batch_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("recv_cpu_s_per_sample", &c.recv_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("send_cpu_s_per_byte", &c.send_cpu_s_per_byte));
+  SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
   const json* codecs = nullptr;
   SLUICE_RETURN_IF_ERROR(r.Array("codecs", &codecs));
   if (codecs != nullptr) {
@@ -313,6 +316,7 @@ json ToJson(const Costs& c) {
               {"batch_cpu_s_per_sample", c.batch_cpu_s_per_sample},
               {"recv_cpu_s_per_sample", c.recv_cpu_s_per_sample},
               {"send_cpu_s_per_byte", c.send_cpu_s_per_byte},
+              {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},
               {"codecs", codecs}};
 }
 

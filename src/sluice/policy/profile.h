@@ -77,6 +77,10 @@ struct Costs {
   // (merge, accounting, message handling).
   double recv_cpu_s_per_sample = 0;
   double send_cpu_s_per_byte = 0;  // trainer CPU per raw byte streamed up (local_read)
+  // A worker's CPU per byte it sends back (message framing, copies, socket writes), at speed
+  // factor 1. Until a worker measures it, the runtime takes the trainer's cost of receiving
+  // a byte uncompressed: the same bytes through the same library on the other end.
+  double worker_send_cpu_s_per_byte = 0;
   // One entry per codec measured; kNone is receiving without compression. A codec with no
   // entry is not considered by the planner (kNone defaults to ratio 1 and zero cost).
   std::vector<CodecCost> codecs;

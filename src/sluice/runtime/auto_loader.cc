@@ -230,6 +230,12 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
       profile.costs.codecs.push_back(c);
     }
   }
+  // A worker's cost of sending a byte back, until measured: the trainer's cost of receiving
+  // one (the same bytes through the same library on the other end).
+  if (!(profile.costs.worker_send_cpu_s_per_byte > 0)) {
+    profile.costs.worker_send_cpu_s_per_byte =
+        profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
+  }
   costs_ = profile.costs;
   profile.consumer = ConsumerFrom(window, spec_.batch.size > 0 ? spec_.batch.size : 1);
   // The accelerator's step is the shortest one seen (ConsumerMeter::TakeMinStepNs): the
@@ -246,7 +252,8 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   policy::ControllerOptions copt = options_.controller;
   copt.planner.allow_after_batch = spec_.batch.size > 0;
   controller_ = std::make_unique<policy::Controller>(profile, copt);
-  policy::TimelineEntry entry = controller_->Start(Seconds(now_ns));
+  // The window's all-local rate is the plan to come back to if offloading measures worse.
+  policy::TimelineEntry entry = controller_->Start(Seconds(now_ns), window.samples_per_s());
   entry.reason = absl::StrCat(
       stored_costs_.has_value()
           ? absl::StrCat("planned from stored costs (metric store, ", store_note_, ") and ")
@@ -493,9 +500,14 @@ Status AutoLoader::Finish() {
   if (!store_.has_value() || loader_ == nullptr) return absl::OkStatus();
   if (!costs_.has_value()) return absl::OkStatus();  // never measured enough to plan
   policy::Costs costs = MeasuredCosts();
-  if (std::optional<ReceiveFit> measured = MeasuredReceive()) {
-    if (measured->per_byte) policy::SetReceiveCost(&costs, *measured->per_byte);
-    if (measured->per_element) costs.recv_cpu_s_per_sample = *measured->per_element;
+  // The receive costs are the controller's: a whole-process reading it took, and kept. One
+  // whose plan measured worse was rolled back with it, and is not remembered either.
+  if (controller_ != nullptr) {
+    const policy::Costs believed = controller_->effective_profile().costs;
+    costs.recv_cpu_s_per_sample = believed.recv_cpu_s_per_sample;
+    if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
+      policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
+    }
   }
   return store_->Save(key_, costs);
 }
