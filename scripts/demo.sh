@@ -68,6 +68,19 @@ print("  the plan, as the planner explained it:")
 for line in plan.get("explanation", "(none)").splitlines():
     print("    " + line)
 timeline = auto.get("timeline", [])
+# The plan that ran longest: each decision's plan runs until the next one (the last one
+# until the run ended).
+if timeline:
+    end = max(auto.get("wall_s", 0), timeline[-1]["t_s"])
+    held = {}
+    for e, nxt in zip(timeline, timeline[1:] + [None]):
+        p = e["plan"]
+        name = p.get("policy") if p.get("offload") else "none (all local)"
+        held[name] = held.get(name, 0) + (nxt["t_s"] if nxt else end) - e["t_s"]
+    longest = max(held, key=held.get)
+    total = end - timeline[0]["t_s"]
+    print(f"  plan that ran longest: {longest} ({held[longest]:.1f} of {total:.1f} s"
+          f" after the first plan)")
 if len(timeline) > 1:
     print("  later decisions:")
     for e in timeline[1:]:

@@ -104,6 +104,10 @@ double Controller::measured_samples_per_s() const {
   return current_ < tried_.size() ? tried_[current_].rate.Mean() : 0;
 }
 
+int Controller::measured_periods() const {
+  return current_ < tried_.size() ? tried_[current_].rate.n : 0;
+}
+
 Controller::Tried* Controller::Find(const Plan& plan) {
   for (Tried& t : tried_) {
     if (SamePlacement(t.plan, plan)) return &t;
@@ -141,9 +145,13 @@ bool Controller::MeasuredWorse(const Plan& plan) {
 
 void Controller::NoteDecision(const Plan& was, const Beliefs& before, const TimelineEntry& entry) {
   if (world_changed_) {
-    // Rates measured in another world say nothing about this one.
+    // Offloading rates measured in another world say nothing about this one. All-local's
+    // stays: it depends on the trainer and the pipeline alone, which no world change here
+    // touches (workers, their budgets and links; a step change moves demand, and a stalled
+    // all-local rate is what the trainer can make).
     world_changed_ = false;
-    tried_.clear();
+    std::erase_if(tried_, [](const Tried& t) { return t.plan.offload; });
+    current_ = tried_.size();
     trials_ = 0;
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {

@@ -143,6 +143,8 @@ class Controller {
   const std::vector<TimelineEntry>& timeline() const { return timeline_; }
   // The measured rate of the plan in force (mean of its settled periods; 0: none yet).
   double measured_samples_per_s() const;
+  // How many settled periods that rate is the mean of.
+  int measured_periods() const;
 
  private:
   // The rates of one plan's periods.

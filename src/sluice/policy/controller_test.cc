@@ -358,5 +358,127 @@ TEST(ControllerTest, TimelineJson) {
   EXPECT_FALSE(j["plan"].contains("candidates"));
 }
 
+
+// The plan measured, its periods fed as `rate` from t0 (the first settle_s are not counted).
+void Feed(Controller& c, int t0, int t1, double rate, double stall = 0) {
+  for (int t = t0; t <= t1; ++t) {
+    const TimelineEntry e = c.Observe(OnPlan(c, t, stall, rate));
+    ASSERT_EQ(e.kind, DecisionKind::kKeep) << t << ": " << e.reason;
+  }
+}
+
+// A re-plan whose plan measures worse than the one it replaced goes back to that one, and to
+// the costs it was chosen under: the reading that led away is not kept.
+TEST(ControllerTest, AReplanThatMeasuresWorseIsRolledBackWithItsReading) {
+  Controller c(StandardProfile());
+  c.Start(0, /*local_samples_per_s=*/555);
+  ASSERT_EQ(c.plan().cut, 4);
+  const double good = c.plan().predicted_samples_per_s;
+  Feed(c, 1, 6, good);
+  EXPECT_EQ(c.measured_periods(), 4);  // t = 3..6
+  // A reading of a dear receive per element: the model moves to after batching.
+  const TimelineEntry r = c.RecalibrateReceive(7, 2e-3, std::nullopt);
+  ASSERT_EQ(r.kind, DecisionKind::kRecalibrate);
+  ASSERT_EQ(c.plan().cut, kCutAfterBatch) << r.reason;
+  // ... which measures far under cut 4.
+  TimelineEntry e;
+  int t = 8;
+  for (; t < 30; ++t) {
+    e = c.Observe(OnPlan(c, t, 0, 0.6 * good));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  EXPECT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_EQ(t, 12);  // settled at 10, three periods: 10, 11, 12
+  EXPECT_EQ(c.plan().cut, 4);
+  EXPECT_THAT(e.reason, HasSubstr("back to it"));
+  EXPECT_DOUBLE_EQ(c.effective_profile().costs.recv_cpu_s_per_sample, 0);
+  // The plan rolled back from is not re-adopted on the same reading.
+  const TimelineEntry again = c.RecalibrateReceive(t + 1, 2e-3, std::nullopt);
+  EXPECT_EQ(c.plan().cut, 4) << again.reason;
+  EXPECT_THAT(again.reason, HasSubstr("already measured worse here"));
+}
+
+// A plan that measures what its predecessor did (within the noise) stays.
+TEST(ControllerTest, AReplanThatMeasuresTheSameIsKept) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  const double good = c.plan().predicted_samples_per_s;
+  Feed(c, 1, 6, good);
+  ASSERT_EQ(c.RecalibrateReceive(7, 2e-3, std::nullopt).kind, DecisionKind::kRecalibrate);
+  ASSERT_EQ(c.plan().cut, kCutAfterBatch);
+  for (int t = 8; t < 40; ++t) {
+    const double jitter = t % 2 ? 1.01 : 0.99;
+    EXPECT_NE(c.Observe(OnPlan(c, t, 0, good * jitter)).kind, DecisionKind::kRollback) << t;
+  }
+  EXPECT_EQ(c.plan().cut, kCutAfterBatch);
+}
+
+// The first plan measures worse than the all-local rate measured before it: back to local.
+TEST(ControllerTest, AnOffloadThatMeasuresSlowerThanAllLocalIsUndone) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  TimelineEntry e;
+  int t = 1;
+  for (; t < 20; ++t) {
+    e = c.Observe(OnPlan(c, t, 0, 400));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  EXPECT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_FALSE(c.plan().offload);
+  EXPECT_THAT(e.reason, HasSubstr("under the 555"));
+}
+
+// A worker that measures far under what it claims: whatever the controller tries, a plan
+// measured under all-local goes back to all-local, and trials are bounded.
+TEST(ControllerTest, OffloadingThatNeverBeatsAllLocalEndsAllLocalAfterBoundedTrials) {
+  Profile p = StandardProfile();
+  p.workers = {};
+  ControllerOptions options;
+  Controller c(p, options);
+  c.Start(0, 555);
+  ASSERT_FALSE(c.plan().offload);
+  WorkerMeasurement w;
+  w.address = "w1:7070";
+  w.cpu_budget = 2.0;
+  w.link_bytes_per_s = 1.25e9;
+  // A worker joins (the world changed: the re-plan offloads at once); every offloading plan
+  // then measures 300 samples/s against all-local's 555.
+  for (int t = 1; t <= 300; ++t) {
+    Measurement m = OnPlan(c, t, 0.5, c.plan().offload ? 300 : 555);
+    m.workers = {w};
+    for (WorkerMeasurement& wm : m.workers) {
+      wm.delivered_samples_per_s = c.plan().offload ? 300 * c.plan().ratio : 0;
+    }
+    c.Observe(m);
+  }
+  EXPECT_FALSE(c.plan().offload);
+  EXPECT_GE(Count(c, DecisionKind::kRollback), 1);
+  EXPECT_LE(Count(c, DecisionKind::kTrial), options.max_trials);
+  EXPECT_EQ(c.timeline().back().kind, DecisionKind::kRollback) << c.timeline().back().reason;
+}
+
+// While stalled, the trainer wakes late from its steps: a longer step then is not believed
+// (demand did not fall); a shorter one is.
+TEST(ControllerTest, ALongerStepWhileStalledIsNotBelieved) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  for (int t = 1; t < 5; ++t) {
+    Measurement m = OnPlan(c, t, 0.6);
+    m.step_s = 0.045;
+    EXPECT_NE(c.Observe(m).kind, DecisionKind::kReplan) << t;
+  }
+  EXPECT_DOUBLE_EQ(c.effective_profile().consumer.step_s, 0.020);
+  Measurement m = OnPlan(c, 5, 0.6);
+  m.step_s = 0.012;
+  EXPECT_EQ(c.Observe(m).kind, DecisionKind::kReplan);
+  EXPECT_DOUBLE_EQ(c.effective_profile().consumer.step_s, 0.012);
+  // Not stalled: the accelerator did get slower.
+  m = OnPlan(c, 6, 0.0);
+  m.step_s = 0.030;
+  EXPECT_EQ(c.Observe(m).kind, DecisionKind::kReplan);
+  EXPECT_DOUBLE_EQ(c.effective_profile().consumer.step_s, 0.030);
+}
+
 }  // namespace
 }  // namespace sluice::policy

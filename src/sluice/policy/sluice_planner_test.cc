@@ -327,5 +327,44 @@ TEST(SluicePlannerTest, FixedAndNonePlans) {
   EXPECT_EQ(none.worker_shares, std::vector<double>{0});
 }
 
+
+// The `make demo` cluster as its metric store had it (half a CPU, one worker with a whole one
+// on 10 Gbit, a 20 ms step, 320x240 JPEGs; costs as measured): planned without the worker's
+// cost of sending, after-batch won (predicted 1853 samples/s) and measured 1290, the worker
+// spending on 0.6 MB of floats per sample as much CPU as on its ops. With that cost taken at
+// the trainer's per-byte receive cost, cut 4 wins, and after-batch's worker is held to what
+// it delivered.
+TEST(SluicePlannerTest, TheWorkersCostOfSendingKeepsTheDemoOffAfterBatch) {
+  Profile p;
+  p.costs.ops = {{"read_file", 0, 19.5e-6, 23790},
+                 {"decode_jpeg", 1, 256.3e-6, 100002},
+                 {"random_resized_crop", 2, 87.0e-6, 150620},
+                 {"random_flip", 3, 24.4e-6, 150620},
+                 {"normalize", 4, 105.8e-6, 602204}};
+  p.costs.source_bytes_per_sample = 100;
+  p.costs.raw_bytes_per_sample = 23790;
+  p.costs.batch_cpu_s_per_sample = 90.3e-6;
+  p.costs.recv_cpu_s_per_sample = 54.0e-6;
+  p.costs.codecs = {{Codec::kNone, 1.0, 0, 0.409e-9, kAnyCut}};
+  p.consumer.step_s = 0.0201;
+  p.consumer.batch_size = 64;
+  p.consumer.stall_fraction = 0.63;
+  p.trainer_cpu_budget = 0.5;
+  p.workers = {Worker("w0:7700", 1.0, 1.25e9)};
+
+  const Plan without = PlanSluice(p);
+  EXPECT_EQ(without.cut, kCutAfterBatch);  // what the demo ran, and measured at 1290
+
+  p.costs.worker_send_cpu_s_per_byte = 0.409e-9;
+  const Plan with = PlanSluice(p);
+  EXPECT_EQ(with.cut, 4) << with.explanation;
+  ModelOptions model;
+  const Evaluation after_batch = Evaluate(p, {kCutAfterBatch}, model);
+  ASSERT_EQ(after_batch.workers.size(), 1u);
+  // (583 us of ops and batching + 602 KB x 0.409 ns) per sample on one CPU.
+  EXPECT_NEAR(after_batch.workers[0].capacity_samples_per_s, 1.0 / (583.3e-6 + 602204 * 0.409e-9),
+              1);
+  EXPECT_LT(after_batch.workers[0].capacity_samples_per_s, 1400);
+}
 }  // namespace
 }  // namespace sluice::policy

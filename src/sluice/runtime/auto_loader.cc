@@ -322,10 +322,18 @@ Status AutoLoader::Observe(int64_t now_ns) {
   last_observe_ = meter_.counters();
 
   policy::TimelineEntry entry;
-  // Once a run: the receive cost measured on the whole process, when it is far from the
-  // profile's (a plan made with the wrong one may have picked the wrong cut).
+  if (receive_mark_due_ns_ >= 0 && now_ns >= receive_mark_due_ns_) {
+    receive_mark_ = MarkNow();
+    receive_mark_due_ns_ = -1;
+  }
+  // Once a Loader: the receive cost measured on the whole process, when it is far from the
+  // profile's (a plan made with the wrong one may have picked the wrong cut). Only once the
+  // plan in force has a measured rate: a plan it leads to is kept only if it measures
+  // better (policy::Controller's rollback), which needs this one's rate to compare with.
+  const bool plan_measured =
+      controller_->measured_periods() >= options_.controller.min_measured_periods;
   std::optional<ReceiveFit> measured =
-      receive_recalibrated_ ? std::nullopt : MeasuredReceive();
+      receive_recalibrated_ || !plan_measured ? std::nullopt : MeasuredReceive();
   bool off = false;
   if (measured.has_value()) {
     const policy::Costs known = controller_->effective_profile().costs;
@@ -408,6 +416,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
       SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
       offloaded_ = false;
       receive_mark_.reset();
+      receive_mark_due_ns_ = -1;
     }
     applied_ = plan;
     return absl::OkStatus();
@@ -435,11 +444,13 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
   o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
   receive_mark_.reset();
+  receive_mark_due_ns_ = -1;
   SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
   offloaded_ = true;
   applied_ = plan;
   if (plan.codec == policy::Codec::kNone) {
-    receive_mark_ = MarkNow();
+    receive_mark_due_ns_ =
+        NowNanos() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
     receive_recalibrated_ = false;  // a new Loader: measure it afresh
   }
   return absl::OkStatus();

@@ -53,8 +53,11 @@ struct AutoOptions {
   double measure_cap_s = 4.0;
   int64_t measure_cap_batches = 3;
   // The same with costs from the metric store (only the step time is measured).
-  double stored_measure_s = 0.3;
-  int64_t stored_measure_batches = 3;
+  // The step is the shortest one seen, and a trainer short of CPU wakes late from most of
+  // its steps: the window holds as many batches as a measured one (3 had read a 15 ms step
+  // as 33 ms), only not as long.
+  double stored_measure_s = 0.5;
+  int64_t stored_measure_batches = 8;
   int64_t warmup_batches = 1;
   bool closed_loop = true;
   double observe_interval_s = 1.0;
@@ -132,6 +135,10 @@ class AutoLoader final : public BatchSource {
   // byte; per sample otherwise, bytes at the known rate). nullopt until enough was received.
   std::optional<ReceiveFit> MeasuredReceive() const;
   std::optional<ReceiveMark> receive_mark_;
+  // When the mark is to be taken (-1: none due): the controller's settle_s after a Loader
+  // starts, so that its start-up (connections, threads, the streams filling) is not read as
+  // the cost of receiving.
+  int64_t receive_mark_due_ns_ = -1;
   bool receive_recalibrated_ = false;
 
   const pipeline::PipelineSpec spec_;
