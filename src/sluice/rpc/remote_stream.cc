@@ -543,30 +543,45 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     rtt = std::min(rtt, t);
   }
   probe.rtt_s = rtt;
+  // A reading counts only when moving the bytes took longer than the empty call and than
+  // a scheduler's time slice (a few ms on a loaded machine): below that, the round trip's
+  // own jitter is most of what was timed (1 us left after the RTT had read 64 KiB as
+  // 65 GB/s on a 1 Gbit link). Without a reading that counts, the link is "not measured"
+  // (bytes_per_s 0), which leaves that constraint out, rather than a figure no link has.
+  constexpr double kMinTransferS = 2e-3;
+  const auto rate_of = [&](uint64_t bytes, double t) -> std::optional<double> {
+    const double transfer = t - rtt;
+    if (!(transfer >= std::max(rtt, kMinTransferS))) return std::nullopt;
+    return static_cast<double>(bytes) / transfer;
+  };
   // Grow the reply until one takes target_s (or the time or size limit is reached): a reply
   // that is too small measures the latency, not the link.
   uint64_t bytes = std::min<uint64_t>(64 << 10, limit);
+  double best = 0;
   while (bytes > 0) {
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
     probe.probe_bytes = static_cast<int64_t>(bytes);
-    probe.bytes_per_s = static_cast<double>(bytes) / std::max(t - rtt, 1e-6);
-    if (t >= target_s || bytes >= limit) break;
-    // Aim at target_s from the rate just seen, at least doubling and at most x16.
-    const double want = probe.bytes_per_s * target_s * 1.2;
-    uint64_t next = static_cast<uint64_t>(std::clamp(want, 2.0 * bytes, 16.0 * bytes));
+    const std::optional<double> rate = rate_of(bytes, t);
+    if (rate.has_value()) best = *rate;
+    if ((t >= target_s && rate.has_value()) || bytes >= limit) break;
+    // Aim at target_s from the rate just seen, at least doubling and at most x16 (x16 while
+    // the time is still too short to read a rate).
+    const double seen = rate.value_or(16.0 * bytes / target_s);
+    uint64_t next = static_cast<uint64_t>(std::clamp(seen * target_s * 1.2, 2.0 * bytes,
+                                                     16.0 * bytes));
     next = std::min(next, limit);
     // Stay within max_s: the next call should take about next / rate.
-    if (elapsed() + static_cast<double>(next) / probe.bytes_per_s > max_s) break;
+    if (elapsed() + static_cast<double>(next) / seen > max_s) break;
     bytes = next;
   }
   // A fresh channel starts with small HTTP/2 windows that grow with traffic: repeat the
   // largest size while time allows and keep the best rate.
-  for (int i = 0; i < 4 && bytes > 0; ++i) {
-    if (elapsed() + static_cast<double>(bytes) / probe.bytes_per_s > max_s) break;
+  for (int i = 0; i < 4 && bytes > 0 && best > 0; ++i) {
+    if (elapsed() + static_cast<double>(bytes) / best > max_s) break;
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
-    probe.bytes_per_s =
-        std::max(probe.bytes_per_s, static_cast<double>(bytes) / std::max(t - rtt, 1e-6));
+    best = std::max(best, rate_of(bytes, t).value_or(0));
   }
+  probe.bytes_per_s = best;
   probe.probe_s = elapsed();
   return probe;
 }
