@@ -82,7 +82,10 @@ class PolicyRunnerTest : public ::testing::Test {
     StatusOr<TrainPolicy> parsed = ParsePolicy(policy, 4);
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     o.policy = *parsed;
-    if (with_worker) o.workers.push_back({.address = server_->address(), .connect_timeout_s = 2});
+    if (with_worker) {
+      o.workers.emplace_back();
+      o.workers.back().address = server_->address();
+    }
     o.base.split_size = 4;
     o.measure_s = 0.01;
     o.measure_batches = 3;
