@@ -8,17 +8,23 @@ resnet18 with four outputs. The script prints the loss as it goes and exits non-
 loss did not go down.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/train_resnet.py
-    # part of the preprocessing on a worker (started here on 127.0.0.1):
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_resnet.py --spawn-worker \
-        --policy fixed:cut=3,ratio=0.5
-    # or on workers you started yourself (`sluice worker --listen HOST:PORT`):
+    # a worker started here on 127.0.0.1; `auto` (the default) measures the loop, plans and
+    # offloads when the input pipeline stalls it:
+    PYTHONPATH=build/python /usr/bin/python3 examples/train_resnet.py --spawn-worker
+    # --step-ms adds a sleep per step, an accelerator's step that costs no CPU:
+    ... --spawn-worker --step-ms 5 --threads 1
+    # on workers you started yourself (`sluice worker --listen HOST:PORT`), any policy:
     ... --workers 10.0.0.2:7070 --policy fixed:cut=3,ratio=0.5
+
+The output shows the plan (the `sluice` logger: "initial plan: cut=..., ratio ..."), the
+stall and the speed-up: samples/s before the plan and after it.
 
 `--checkpoint ckpt.pt` saves the model, the optimizer and the loader's state half-way, and
 `--resume ckpt.pt` continues from there with exactly the samples not yet seen (give both runs
 the same `--data DIR`: the loader refuses the state of a pipeline over other files).
 """
 import argparse
+import logging
 import os
 import pathlib
 import re
@@ -26,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -72,6 +79,30 @@ def spawn_worker(data_root):
     return proc, m.group(1)
 
 
+def rate(timeline, start, end):
+    """Samples per second over the whole seconds of the loop's timeline in [start, end)."""
+    buckets = [b for b in timeline if start <= b["t"] < end]
+    return sum(b["samples"] for b in buckets) / len(buckets) if buckets else None
+
+
+def print_report(report):
+    where = ", ".join(f"{w['address']} {w['samples']}" for w in report["workers"])
+    print(f"data: stall {100 * report['stall_fraction']:.0f}%, "
+          f"{report['consumer']['samples_per_s']:.1f} samples/s, processed locally "
+          f"{report.get('samples_local', 0)}" + (f", on workers: {where}" if where else ""))
+    plan = report["plan"] or {}
+    print(f"plan: {plan.get('policy_string', report['policy'])}"
+          + (f" ({report['local_reason']})" if report["local_reason"] else ""))
+    planned_at = report.get("time_to_plan_s")
+    if planned_at is not None and plan.get("offload"):
+        # Whole seconds only: the second the plan came in mixes both.
+        before = rate(report["timeline"], 0, int(planned_at))
+        after = rate(report["timeline"], int(planned_at) + 1, float("inf"))
+        if before and after:
+            print(f"speed-up: {before:.1f} samples/s before the plan, {after:.1f} after "
+                  f"(x{after / before:.2f}; planned after {planned_at:.1f} s)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=512)
@@ -80,11 +111,18 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", default="", help="HOST:PORT,... of sluice workers")
     parser.add_argument("--spawn-worker", action="store_true", help="start one on 127.0.0.1")
-    parser.add_argument("--policy", default="none", help='"none" or "fixed:cut=K,ratio=R"')
+    parser.add_argument("--policy", default="auto",
+                        help='"auto" (default), "fastflow", "none" or "fixed:cut=K,ratio=R"')
+    parser.add_argument("--step-ms", type=float, default=0,
+                        help="sleep this long per step besides the model (an accelerator)")
+    parser.add_argument("--measure-s", type=float, default=2.0,
+                        help="auto: seconds measured all-local before the first plan")
     parser.add_argument("--checkpoint", help="save model + loader state half-way to this file")
     parser.add_argument("--resume", help="continue from a --checkpoint file")
     parser.add_argument("--data", help="folder for the images (kept; default: a temp folder)")
     args = parser.parse_args()
+    logging.basicConfig(format="%(name)s: %(message)s")
+    logging.getLogger("sluice").setLevel(logging.INFO)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
 
@@ -106,7 +144,8 @@ def main():
                 .map("normalize", mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])
                 .batch(args.batch_size, drop_remainder=True)
                 .options(threads=args.threads))
-        loader = sluice.torch.Loader(spec, workers=workers, policy=args.policy)
+        loader = sluice.torch.Loader(spec, workers=workers, policy=args.policy,
+                                     measure_s=args.measure_s)
         model = torchvision.models.resnet18(num_classes=CLASSES)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
         step, losses = 0, []
@@ -124,6 +163,8 @@ def main():
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                if args.step_ms > 0:
+                    time.sleep(args.step_ms / 1e3)
                 losses.append(loss.item())
                 step += 1
                 if step % 10 == 0:
@@ -136,9 +177,7 @@ def main():
                     break
         report = loader.report()
         loader.close()
-        where = ", ".join(f"{w['address']} {w['samples']}" for w in report["workers"])
-        print(f"data: stall {100 * report['stall_fraction']:.0f}%, processed locally "
-              f"{report.get('samples_local', 0)}" + (f", on workers: {where}" if where else ""))
+        print_report(report)
         window = max(1, min(10, len(losses) // 3))
         first, last = np.mean(losses[:window]), np.mean(losses[-window:])
         print(f"loss {first:.3f} -> {last:.3f}")

@@ -13,8 +13,15 @@ Checkpoints. `state_dict()` records which samples the training loop has received
 (by epoch, as a bitmap of source indices, plus the spec's fingerprint); a Loader given that
 state with `load_state_dict()` before iterating yields exactly the samples not yet received
 in that pass, with the same augmentations, locally or with workers (docs/checkpoint.md).
+
+Policies. With `workers=[...]`, `policy="auto"` (the default) measures the training loop
+(the time Python spends between batches is the accelerator's step, the time it blocks in
+next() the stall), plans where each op runs and how much goes to each worker, switches to
+the plan and keeps adapting; `"fastflow"` runs the FastFlow baseline. Decisions are logged
+on the `sluice` logger and kept in `report()["decisions"]` (docs/policy.md).
 """
 import collections
+import logging
 import math
 import os
 import threading
@@ -34,11 +41,28 @@ class SluiceWarning(RuntimeWarning):
     """Warnings from the engine: unreachable workers, failures, reconnects."""
 
 
+log = logging.getLogger("sluice")
+
+
 def _policy_text(policy):
-    # The automatic planners are not wired into the runtime yet: "auto" runs locally.
-    if policy is None or policy == "auto":
-        return "none"
-    return str(policy)
+    if policy is None:
+        return "auto"
+    if not isinstance(policy, str):
+        raise ValueError(f"policy: expected a string such as 'auto', 'none' or "
+                         f"'fixed:cut=3,ratio=0.5', got {type(policy).__name__}")
+    return policy
+
+
+def _metric_store_text(metric_store):
+    """The C++ spelling: "" the default folder, "off" none, else the folder."""
+    if metric_store is None or metric_store is True:
+        return ""
+    if metric_store is False or metric_store == "off":
+        return "off"
+    text = os.fspath(metric_store)
+    if not text:
+        raise ValueError("metric_store: an empty path; use None (the default folder) or False")
+    return str(text)
 
 
 class _Timeline:
@@ -71,9 +95,15 @@ class Loader:
 
     workers      list of "host:port" of `sluice worker` processes (or a comma-separated
                  string); used when the policy offloads.
-    policy       "auto" (today the same as "none": the planners are not wired in yet),
-                 "none" (all local), or "fixed:cut=K,ratio=R[,read=local|remote]
-                 [,compress=lz4|zstd|none]" (docs/offload.md).
+    policy       "auto" (default; also "sluice"): measure this loop, plan, offload and keep
+                 adapting (all local, saying why, without workers or without a stall);
+                 "fastflow" / "fastflow:code": the FastFlow baseline; "none": all local;
+                 "fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]
+                 [,spill=all|workers]" (docs/offload.md, docs/policy.md).
+    measure_s    auto: seconds of all-local training measured before the first plan.
+    metric_store auto: where measured costs are kept between runs (None: the default
+                 folder, as `sluice train`: $XDG_CACHE_HOME/sluice or ~/.cache/sluice;
+                 False: none; else a folder).
     epochs       epochs per pass (None: the spec's); -1: one endless pass.
     threads      local threads (None: the spec's, else the CPUs this process may use).
     token, token_file, tls_ca, tls_cert, tls_key: worker credentials (docs/offload.md).
@@ -89,7 +119,7 @@ class Loader:
     def __init__(self, spec, workers=None, policy="auto", epochs=None, threads=None,
                  token=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
                  sample_ids=False, require_workers=True, connect_timeout_s=5.0,
-                 split_size=None):
+                 split_size=None, measure_s=2.0, metric_store=None):
         self.spec = as_spec(spec)
         self._json = self.spec.to_json()
         self._spec_epochs = self.spec.to_dict().get("epochs", 1)
@@ -115,6 +145,11 @@ class Loader:
         self._require_workers = require_workers
         self._connect_timeout_s = float(connect_timeout_s)
         self._split_size = int(split_size or 0)
+        self._measure_s = float(measure_s)
+        if not 0.05 <= self._measure_s <= 600:
+            raise ValueError(f"measure_s: must be in [0.05, 600] seconds, got {measure_s!r}")
+        self._metric_store = _metric_store_text(metric_store)
+        self._said = set()  # log lines said once per loader (the reason it runs locally)
         self._fingerprint = self.spec.fingerprint()
         self._lock = threading.RLock()
         self._core = None
@@ -154,7 +189,8 @@ class Loader:
         self._core = _core.Loader(
             self._json, workers=self.workers, policy=self.policy, threads=self._threads,
             epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
-            first_epoch=first_epoch, consumed=consumed, **self._credentials)
+            first_epoch=first_epoch, consumed=consumed, measure_s=self._measure_s,
+            metric_store=self._metric_store, **self._credentials)
         self._samples_per_epoch = self._core.samples_per_epoch
         self._emit_warnings()
         if self.workers and self._require_workers and self._policy_name != "none":
@@ -215,6 +251,14 @@ class Loader:
             return
         for message in self._core.drain_warnings():
             warnings.warn(message, SluiceWarning, stacklevel=3)
+        for level, message in self._core.drain_log():
+            # A new pass repeats the notes of the last (no workers, ...): say them once.
+            if not message.startswith(("initial plan", "replan", "adjust_ratio",
+                                       "recalibrate")):
+                if message in self._said:
+                    continue
+                self._said.add(message)
+            log.log(level, "%s", message)
 
     def __len__(self):
         """Batches in one pass when that is known (not for an endless pass)."""
@@ -322,7 +366,9 @@ class Loader:
                 r = dict(self._final_report)
             else:
                 r = {"policy": self._policy_name, "offloaded": False, "plan": None,
-                     "workers": [], "ops": [], "warnings": []}
+                     "explanation": "", "local_reason": "", "decisions": [], "profile": None,
+                     "time_to_plan_s": None, "spill": "all", "workers": [], "ops": [],
+                     "warnings": []}
             wall = 0.0 if self._t_start is None else (
                 (self._t_last or time.monotonic()) - self._t_start)
             consumer = {"batches": self._batches, "samples": self._samples,

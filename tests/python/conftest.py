@@ -44,15 +44,20 @@ def binary():
     return path
 
 
+def gen_images(binary, folder, count, width, height, classes, *extra):
+    """`sluice gen-data` JPEGs under folder/data; returns their glob."""
+    gen = subprocess.run([str(binary), "gen-data", "--kind", "jpeg", "--count", str(count),
+                          "--out", str(folder / "data"), "--width", str(width), "--height",
+                          str(height), "--classes", str(classes), "--threads", "2", *extra],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    return str(folder / "data" / "**" / "*.jpg")
+
+
 @pytest.fixture(scope="session")
 def images(binary, tmp_path_factory):
     """48 small JPEGs in 3 class folders: returns the glob."""
-    folder = tmp_path_factory.mktemp("images")
-    gen = subprocess.run([str(binary), "gen-data", "--kind", "jpeg", "--count", "48", "--out",
-                          str(folder / "data"), "--width", "64", "--height", "48", "--classes", "3",
-                          "--threads", "2"], capture_output=True, text=True, timeout=120)
-    assert gen.returncode == 0, gen.stderr
-    return str(folder / "data" / "**" / "*.jpg")
+    return gen_images(binary, tmp_path_factory.mktemp("images"), 48, 64, 48, 3)
 
 
 @pytest.fixture()

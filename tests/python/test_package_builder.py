@@ -93,9 +93,12 @@ def test_loader_argument_errors(sluice, images):
         sluice.Loader(42)
 
 
-def test_planner_policies_are_refused_from_python_for_now(sluice, tmp_path):
+def test_policies_that_need_workers_say_so(sluice, tmp_path):
     (tmp_path / "a.bin").write_bytes(b"x")
     spec = sluice.files(str(tmp_path / "*.bin")).map("read_file")
-    for policy in ("sluice", "fastflow"):
-        with pytest.raises(ValueError, match="not available from Python yet"):
+    for policy in ("fastflow", "fixed:cut=1,ratio=0.5"):
+        with pytest.raises(ValueError, match="needs workers"):
             next(iter(sluice.Loader(spec, policy=policy)))
+    # The planner without workers plans, and its plan is all local.
+    loader = sluice.Loader(spec, policy="sluice", metric_store=False, measure_s=0.05)
+    assert len(list(loader)) == 1

@@ -90,8 +90,9 @@ def test_report_has_plan_profile_and_consumer_view(sluice, small_spec):
         n = sum(1 for _ in loader)
         report = loader.report()
     assert n == 12
-    assert report["policy"] == "none" and report["offloaded"] is False
-    assert report["plan"]["cut"] == 0 and report["plan"]["ratio"] == 0
+    assert report["policy"] == "auto" and report["offloaded"] is False
+    assert report["plan"]["cut"] is None and report["plan"]["ratio"] == 0
+    assert "no workers given" in report["local_reason"]
     assert [o["name"] for o in report["ops"]] == [
         "read_file", "decode_jpeg", "random_resized_crop", "random_flip", "normalize"]
     assert all(o["samples"] == 48 for o in report["ops"])
@@ -116,9 +117,3 @@ def test_pipeline_failure_raises_runtime_error_with_the_file(sluice, images, tmp
     assert list(loader) == []
     assert loader.report()["skipped"] == 1
     assert loader.state_dict()["first_epoch"] == 1
-
-
-def test_policy_auto_runs_locally_for_now(sluice, small_spec, worker):
-    loader = sluice.Loader(small_spec, workers=[worker.address], policy="auto")
-    assert sum(b["image"].shape[0] for b in loader) == 48
-    assert loader.report()["offloaded"] is False

@@ -25,7 +25,7 @@
 #include "sluice/policy/plan.h"
 #include "sluice/policy/sluice_planner.h"
 #include "sluice/rpc/grpc_worker_server.h"
-#include "sluice/runtime/auto_loader.h"
+#include "sluice/runtime/policy_runner.h"
 
 namespace sluice::cli {
 namespace {
@@ -117,7 +117,8 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (!read.ok()) return ReportError(kCommand, read.status());
     token = *read;
   }
-  runtime::AutoOptions ao;
+  runtime::RunnerOptions ro;
+  ro.policy.name = "sluice";
   for (absl::string_view a : absl::StrSplit(workers_flag, ',', absl::SkipWhitespace())) {
     rpc::ConnectOptions c;
     c.address = std::string(a);
@@ -126,24 +127,22 @@ int PlanCommand(const std::vector<std::string>& args) {
     c.tls_cert_file = tls_cert;
     c.tls_key_file = tls_key;
     c.connect_timeout_s = connect_timeout_s;
-    ao.workers.push_back(std::move(c));
+    ro.workers.push_back(std::move(c));
   }
-  ao.base.threads = static_cast<int>(threads);
-  ao.measure_s = profile_s;
-  ao.measure_batches = 3;
-  ao.apply_plans = false;
-  ao.closed_loop = false;
-  ao.log = [](const std::string& m) { std::fprintf(stderr, "sluice plan: %s\n", m.c_str()); };
+  ro.base.threads = static_cast<int>(threads);
+  ro.measure_s = profile_s;
+  ro.measure_batches = 3;
+  ro.apply_plans = false;
+  ro.log = [](const std::string& m) { std::fprintf(stderr, "sluice plan: %s\n", m.c_str()); };
   // The stall the model predicts stands in when the short run shows none (an accelerator
   // faster than the data, but prefetched batches hid it).
-  StatusOr<std::unique_ptr<runtime::AutoLoader>> created =
-      runtime::AutoLoader::Create(spec, std::move(ao));
-  if (!created.ok()) return ReportError(kCommand, created.status());
-  std::unique_ptr<runtime::AutoLoader> loader = *std::move(created);
+  StatusOr<std::unique_ptr<runtime::PolicyRunner>> opened = runtime::PolicyRunner::Open(spec, ro);
+  if (!opened.ok()) return ReportError(kCommand, opened.status());
+  std::unique_ptr<runtime::PolicyRunner> loader = *std::move(opened);
   std::fprintf(stderr, "sluice plan: measuring the local pipeline for %.1f s\n", profile_s);
   const int64_t start = NowNanos();
   const auto step = std::chrono::nanoseconds(static_cast<int64_t>(accelerator_ms * 1e6));
-  while (!loader->planned()) {
+  while (!loader->settled()) {
     Element batch;
     bool end = false;
     Status s = loader->GetNext(&batch, &end);
@@ -154,13 +153,13 @@ int PlanCommand(const std::vector<std::string>& args) {
   }
   const double measured_s = (NowNanos() - start) / 1e9;
   loader->Cancel();
-  runtime::AutoReport report = loader->Report();
+  runtime::RunnerReport report = loader->Report();
   loader.reset();
-  if (!report.profile.has_value()) {
+  if (!report.measured.has_value()) {
     std::fprintf(stderr, "sluice plan: the pipeline produced too little to measure\n");
     return kExitRuntime;
   }
-  policy::Profile profile = *report.profile;
+  policy::Profile profile = *report.measured;
   // Nothing offloaded yet: the stall is the larger of the measured and the predicted one.
   profile.consumer.stall_fraction =
       std::max(profile.consumer.stall_fraction, policy::PredictedStallFraction(profile));

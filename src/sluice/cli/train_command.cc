@@ -31,9 +31,7 @@
 #include "sluice/rpc/tls_files.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
-#include "sluice/runtime/auto_loader.h"
-#include "sluice/runtime/fastflow_runner.h"
-#include "sluice/runtime/loader.h"
+#include "sluice/runtime/policy_runner.h"
 #include "sluice/runtime/train.h"
 
 namespace sluice::cli {
@@ -62,78 +60,6 @@ void CatchStopSignals() {
 }
 
 constexpr const char* kCommand = "train";
-
-nlohmann::json PlanJson(const runtime::TrainPolicy& policy, const runtime::LoaderReport& report) {
-  nlohmann::json plan;
-  plan["policy"] = policy.name;
-  if (policy.name == "none") {
-    plan["cut"] = nullptr;
-    plan["read_mode"] = nullptr;
-    plan["ratio"] = 0.0;
-    plan["compression"] = "none";
-    plan["workers"] = nlohmann::json::array();
-    return plan;
-  }
-  if (policy.cut == runtime::kCutAfterBatch) {
-    plan["cut"] = "batch";
-  } else {
-    plan["cut"] = policy.cut;
-  }
-  plan["read_mode"] = runtime::ReadModeName(policy.read_mode);
-  plan["ratio"] = policy.ratio;
-  plan["spill"] = policy.local_spill_over ? "all" : "workers";
-  plan["compression"] = runtime::CompressionName(policy.compression);
-  nlohmann::json workers = nlohmann::json::array();
-  for (const runtime::WorkerReport& w : report.workers) {
-    workers.push_back({{"address", w.address}, {"share", w.share}});
-  }
-  plan["workers"] = workers;
-  return plan;
-}
-
-// The plan a planner chose, in the same shape (`cut`, `read_mode`, `ratio`, `compression`,
-// `workers`) plus the planner's fields.
-nlohmann::json PlannedJson(const std::string& policy, const policy::Plan& plan) {
-  nlohmann::json j;
-  j["policy"] = policy;
-  j["planner"] = plan.planner;
-  j["offload"] = plan.offload;
-  if (!plan.offload) {
-    j["cut"] = nullptr;
-    j["read_mode"] = nullptr;
-    j["ratio"] = 0.0;
-    j["compression"] = "none";
-    j["workers"] = nlohmann::json::array();
-  } else {
-    if (plan.cut == policy::kCutAfterBatch) {
-      j["cut"] = "batch";
-    } else {
-      j["cut"] = plan.cut;
-    }
-    j["read_mode"] = policy::ReadModeName(plan.read_mode);
-    j["ratio"] = plan.ratio;
-    j["spill"] = plan.local_spill_over ? "all" : "workers";
-    j["compression"] = policy::CodecName(plan.codec);
-    nlohmann::json workers = nlohmann::json::array();
-    for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
-      workers.push_back({{"address", plan.worker_addresses[i]},
-                         {"share", i < plan.worker_shares.size() ? plan.worker_shares[i] : 0.0}});
-    }
-    j["workers"] = workers;
-  }
-  j["policy_string"] = plan.PolicyString();
-  j["predicted_samples_per_s"] = plan.predicted_samples_per_s;
-  j["predicted_local_samples_per_s"] = plan.predicted_local_samples_per_s;
-  j["explanation"] = plan.explanation;
-  return j;
-}
-
-// A timeline entry without the candidates table (that goes once, under `profile`).
-nlohmann::json EntryJson(const policy::TimelineEntry& entry) {
-  nlohmann::json j = policy::ToJson(entry);
-  if (j.contains("plan") && j["plan"].is_object()) j["plan"].erase("candidates");
-  return j;
-}
 
 std::string Percent(int64_t part, int64_t whole) {
   return absl::StrFormat("%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
@@ -254,21 +180,17 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (absl::string_view a : absl::StrSplit(workers_flag, ',', absl::SkipWhitespace())) {
     addresses.emplace_back(a);
   }
-  if (policy.name == "fixed" && addresses.empty()) {
-    return UsageError(kCommand, "--policy fixed needs --workers", flags.Usage());
+  if ((policy.name == "fixed" || policy.name == "fastflow") && addresses.empty()) {
+    return UsageError(kCommand, absl::StrCat("--policy ", policy.name, " needs --workers"),
+                      flags.Usage());
   }
-  if (policy.name == "fastflow" && addresses.empty()) {
-    return UsageError(kCommand, "--policy fastflow needs --workers", flags.Usage());
-  }
-  // auto without workers has nothing to decide: the plain local pipeline.
-  if (policy.name == "sluice" && policy.is_auto && addresses.empty()) policy = {};
   if (policy.name == "none" && !addresses.empty()) {
     std::fprintf(stderr, "sluice %s: --policy none: the workers are not used\n", kCommand);
   }
 
-  runtime::LoaderOptions options;
-  options.threads = static_cast<int>(threads);
-  std::vector<rpc::ConnectOptions> connects;
+  runtime::RunnerOptions ro;
+  ro.policy = policy;
+  ro.base.threads = static_cast<int>(threads);
   if (policy.name != "none") {
     std::string token;
     if (!token_file.empty()) {
@@ -284,17 +206,17 @@ int TrainCommand(const std::vector<std::string>& args) {
       c.tls_cert_file = tls_cert;
       c.tls_key_file = tls_key;
       c.connect_timeout_s = connect_timeout_s;
-      connects.push_back(std::move(c));
+      ro.workers.push_back(std::move(c));
     }
   }
-  if (policy.name == "fixed") {
-    options.workers = connects;
-    options.cut = policy.cut;
-    options.ratio = policy.ratio;
-    options.local_spill_over = policy.local_spill_over;
-    options.read_mode = policy.read_mode;
-    options.compression = policy.compression;
+  ro.measure_s = measure_s;
+  if (metric_store != "off") {
+    policy::MetricStoreOptions mo;
+    mo.dir = metric_store;
+    ro.metric_store = mo;
   }
+  ro.accelerator_ms = accelerator_ms;
+  ro.fastflow_steps = fastflow_steps;
 
   const int64_t start = NowNanos();
   ProgressLine progress(stderr, isatty(STDERR_FILENO) == 1, start);
@@ -335,149 +257,43 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (dump_checksum) train.on_batch = [&](const Element& batch) { digests.Add(batch); };
   CatchStopSignals();
   train.stop = [] { return g_stop_signal != 0; };
-  const auto note = [&](const std::string& message) {
+  ro.log = [&](const std::string& message) {
     progress.Finish();
     std::fprintf(stderr, "sluice %s: %s\n", kCommand, message.c_str());
   };
-
-  runtime::LoaderReport report;
-  runtime::TrainResult result;
-  std::optional<policy::Plan> planned;  // sluice and fastflow: the plan in force at the end
-  std::vector<policy::TimelineEntry> timeline;
-  nlohmann::json profile_json;
-  double time_to_plan_s = 0;
-  const auto train_on = [&](runtime::BatchSource* source, runtime::Loader* loader) -> int {
-    StatusOr<runtime::TrainResult> ran =
-        source != nullptr ? runtime::RunTraining(*source, train) : runtime::RunTraining(*loader, train);
-    progress.Finish();
-    if (!ran.ok()) {
-      std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(ran.status().message()).c_str());
-      return kExitRuntime;
-    }
-    result = *ran;
-    return kExitOk;
+  ro.on_decision = [&](const policy::TimelineEntry& entry) {
+    ro.log(absl::StrFormat("%.2f s: %s: %s (%s)", entry.t_s, policy::DecisionKindName(entry.kind),
+                           entry.plan.PolicyString(), entry.reason));
+    if (events == nullptr) return;
+    nlohmann::json j = runtime::TimelineEntryJson(entry);
+    j["event"] = "decision";
+    std::fprintf(events.get(), "%s\n", j.dump().c_str());
+    std::fflush(events.get());
   };
 
-  if (policy.name == "sluice") {
-    runtime::AutoOptions ao;
-    ao.workers = connects;
-    ao.base = options;
-    ao.measure_s = measure_s;
-    ao.log = note;
-    if (events != nullptr) {
-      ao.on_decision = [&events](const policy::TimelineEntry& entry) {
-        nlohmann::json j = EntryJson(entry);
-        j["event"] = "decision";
-        std::fprintf(events.get(), "%s\n", j.dump().c_str());
-        std::fflush(events.get());
-      };
-    }
-    if (metric_store != "off") {
-      policy::MetricStoreOptions mo;
-      mo.dir = metric_store;
-      ao.metric_store = mo;
-    }
-    StatusOr<std::unique_ptr<runtime::AutoLoader>> created =
-        runtime::AutoLoader::Create(spec, std::move(ao));
-    if (!created.ok()) return ReportError(kCommand, created.status());
-    std::unique_ptr<runtime::AutoLoader> loader = *std::move(created);
-    // --steps counts from the plan: the steady figures measure the plan chosen, and the
-    // time it took to choose it is time_to_plan_s.
-    train.settled = [&loader] { return loader->planned(); };
-    if (int rc = train_on(loader.get(), nullptr); rc != kExitOk) return rc;
-    loader->Cancel();
-    if (Status saved = loader->Finish(); !saved.ok()) {
-      note(absl::StrCat("warning: metric store: ", saved.message()));
-    }
-    runtime::AutoReport ar = loader->Report();
-    loader.reset();
-    report = ar.loader;
-    planned = ar.plan;
-    timeline = ar.timeline;
-    time_to_plan_s = ar.time_to_plan_s.value_or(result.wall_s);
-    if (ar.profile.has_value()) profile_json["measured"] = policy::ToJson(*ar.profile);
-    if (!ar.timeline.empty()) {
-      nlohmann::json candidates = nlohmann::json::array();
-      for (const policy::Evaluation& e : ar.timeline.front().plan.candidates) {
-        candidates.push_back(policy::ToJson(e));
-      }
-      profile_json["candidates"] = candidates;
-    }
-    profile_json["metric_store"] = {{"path", ar.store_path},
-                                    {"note", ar.store_note},
-                                    {"costs_from_store", ar.costs_from_store}};
-    profile_json["loaders_created"] = ar.loaders_created;
-  } else if (policy.name == "fastflow") {
-    runtime::FastFlowRunnerOptions fo;
-    fo.workers = connects;
-    fo.base = options;
-    fo.accelerator_ms = accelerator_ms;
-    if (policy.fastflow_code) fo.fastflow.formula = policy::FastFlowRatioFormula::kReleasedCode;
-    if (fastflow_steps > 0) {
-      fo.fastflow.profile_steps = static_cast<int>(fastflow_steps);
-      fo.fastflow.warmup_steps = static_cast<int>(std::max<int64_t>(1, fastflow_steps / 10));
-    }
-    fo.log = note;
-    StatusOr<runtime::FastFlowOutcome> outcome = runtime::RunFastFlowProfiling(spec, fo);
-    if (!outcome.ok()) return ReportError(kCommand, outcome.status());
-    time_to_plan_s = outcome->profiling_s;
-    planned = outcome->decision.plan;
-    policy::TimelineEntry entry;
-    entry.t_s = outcome->profiling_s;
-    entry.kind = policy::DecisionKind::kInitial;
-    entry.reason = absl::StrCat("FastFlow's profiling runs (", outcome->runs.size(), " runs, ",
-                                absl::StrFormat("%.1f", outcome->profiling_s),
-                                " s) and Algorithm 1: ", outcome->decision.branch);
-    entry.plan = outcome->decision.plan;
-    timeline.push_back(entry);
-    nlohmann::json runs = nlohmann::json::array();
-    for (const runtime::FastFlowRunRecord& r : outcome->runs) {
-      runs.push_back({{"label", r.run.label},
-                      {"phase", r.run.phase},
-                      {"steps", r.run.steps},
-                      {"warmup_steps", r.run.warmup_steps},
-                      {"samples_per_s", r.samples_per_s},
-                      {"cpu_s", r.cpu_s},
-                      {"wall_s", r.wall_s},
-                      {"error", r.error}});
-    }
-    nlohmann::json candidates = nlohmann::json::array();
-    for (int i = 0; i < policy::kFastFlowCandidates; ++i) {
-      const policy::FastFlowCandidateMetrics& c = outcome->metrics.candidates[i];
-      candidates.push_back({{"name", policy::FastFlowCandidateName(
-                                         static_cast<policy::FastFlowCandidate>(i))},
-                            {"measured", c.measured},
-                            {"rthp", c.rthp},
-                            {"ocycle", c.ocycle},
-                            {"score", outcome->decision.scores[i]}});
-    }
-    profile_json = {{"fastflow",
-                     {{"gthp", outcome->metrics.gthp},
-                      {"lthp", outcome->metrics.lthp},
-                      {"pcycle", outcome->metrics.pcycle},
-                      {"candidates", candidates},
-                      {"bottleneck", outcome->decision.bottleneck},
-                      {"upper", outcome->decision.upper},
-                      {"lower", outcome->decision.lower},
-                      {"branch", outcome->decision.branch},
-                      {"formula", policy::FastFlowRatioFormulaName(fo.fastflow.formula)},
-                      {"runs", runs},
-                      {"profiling_s", outcome->profiling_s}}}};
-    StatusOr<std::unique_ptr<runtime::Loader>> created =
-        runtime::Loader::Create(spec, runtime::FastFlowLoaderOptions(*planned, fo));
-    if (!created.ok()) return ReportError(kCommand, created.status());
-    std::unique_ptr<runtime::Loader> loader = *std::move(created);
-    if (int rc = train_on(nullptr, loader.get()); rc != kExitOk) return rc;
-    loader->Cancel();
-    report = loader->Report();
-  } else {
-    StatusOr<std::unique_ptr<runtime::Loader>> created = runtime::Loader::Create(spec, options);
-    if (!created.ok()) return ReportError(kCommand, created.status());
-    std::unique_ptr<runtime::Loader> loader = *std::move(created);
-    if (int rc = train_on(nullptr, loader.get()); rc != kExitOk) return rc;
-    loader->Cancel();
-    report = loader->Report();
+  StatusOr<std::unique_ptr<runtime::PolicyRunner>> opened =
+      runtime::PolicyRunner::Open(spec, ro);
+  if (!opened.ok()) return ReportError(kCommand, opened.status());
+  std::unique_ptr<runtime::PolicyRunner> runner = *std::move(opened);
+  // --steps counts from the plan: the steady figures measure the plan chosen, and the time it
+  // took to choose it is time_to_plan_s.
+  train.settled = [&runner] { return runner->settled(); };
+  StatusOr<runtime::TrainResult> ran = runtime::RunTraining(*runner, train);
+  progress.Finish();
+  if (!ran.ok()) {
+    std::fprintf(stderr, "sluice %s: %s\n", kCommand, std::string(ran.status().message()).c_str());
+    return kExitRuntime;
   }
+  const runtime::TrainResult result = *ran;
+  runner->Cancel();
+  if (Status saved = runner->Finish(); !saved.ok()) {
+    ro.log(absl::StrCat("warning: metric store: ", saved.message()));
+  }
+  const runtime::RunnerReport ran_report = runner->Report();
+  runner.reset();
+  const runtime::LoaderReport& report = ran_report.loader;
+  const std::optional<policy::Plan>& planned = ran_report.plan;
+  const double time_to_plan_s = ran_report.time_to_plan_s.value_or(planned ? result.wall_s : 0);
 
   // The human summary.
   FILE* out = dump_checksum ? stderr : stdout;
@@ -503,7 +319,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (planned.has_value()) {
     std::fprintf(out, "plan: %s -> %s\n", policy.ToString().c_str(),
                  planned->PolicyString().c_str());
-    for (const policy::TimelineEntry& e : timeline) {
+    for (const policy::TimelineEntry& e : ran_report.timeline) {
       std::fprintf(out, "  %.2f s %s: %s\n", e.t_s, policy::DecisionKindName(e.kind),
                    e.reason.c_str());
     }
@@ -532,17 +348,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                    {"wall_s", result.steady_wall_s},
                    {"samples_per_s", result.steady_samples_per_s()},
                    {"stall_fraction", result.steady_stall_fraction()}};
-    if (planned.has_value()) {
-      j["plan"] = PlannedJson(policy.ToString(), *planned);
-      nlohmann::json entries = nlohmann::json::array();
-      for (const policy::TimelineEntry& e : timeline) entries.push_back(EntryJson(e));
-      j["timeline"] = entries;
-      j["profile"] = profile_json;
-    } else {
-      j["plan"] = PlanJson(policy, report);
-      j["timeline"] = nlohmann::json::array();
-      j["profile"] = nullptr;
-    }
+    j["plan"] = ran_report.PlanJson();
+    j["timeline"] = ran_report.TimelineJson();
+    j["profile"] = ran_report.profile;
     j["time_to_plan_s"] = time_to_plan_s;
     j["progress"] = {{"start_unix_s", result.start_unix_s},
                      {"step_end_s", result.step_end_s},

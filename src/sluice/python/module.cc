@@ -5,9 +5,14 @@
 //     interchange form), YAML spelling, fingerprint, op-chain checks, op schemas;
 //   - Batch: one delivered batch (or sample); its tensors become NumPy arrays that share the
 //     C++ buffers (no copy; each array keeps its buffer alive through a capsule);
-//   - Loader: runtime::Loader driven from Python. next() waits for the next batch with the
-//     GIL released and wakes every 50 ms to let Python handle signals (Ctrl-C), so an
-//     interrupted wait loses nothing: the batch being fetched is returned by the next call.
+//   - Loader: runtime::PolicyRunner (any policy: none, fixed, sluice/auto, fastflow) driven
+//     from Python. next() waits for the next batch with the GIL released and wakes every
+//     50 ms to let Python handle signals (Ctrl-C), so an interrupted wait loses nothing: the
+//     batch being fetched is returned by the next call. The consumer's step and wait, which
+//     the planners measure, are read on Python's thread (when next() was called, when the
+//     previous batch was handed over), not on the fetch thread.
+//     The planners' notes and decisions are queued on the C++ side and drained by Python
+//     (drain_log) onto the `sluice` logger: no C++ thread ever calls into Python.
 //
 // Errors cross as Python exceptions with the C++ message: InvalidArgument and OutOfRange
 // raise ValueError, NotFound FileNotFoundError, Unavailable ConnectionError,
@@ -42,7 +47,9 @@
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/core/clock.h"
 #include "sluice/runtime/loader.h"
+#include "sluice/runtime/policy_runner.h"
 #include "sluice/runtime/train.h"
 
 namespace py = pybind11;
@@ -308,50 +315,66 @@ struct LoaderArgs {
   std::string tls_key;
   double connect_timeout_s = 5;
   uint64_t split_size = 0;
+  // sluice/auto: seconds measured all-local before the first plan; the metric store's folder
+  // ("": the default one, "off": none).
+  double measure_s = 2.0;
+  std::string metric_store;
   // Resume: every epoch before first_epoch done; bitmaps of consumed samples by epoch.
   uint32_t first_epoch = 0;
   std::map<uint32_t, std::string> consumed;
 };
 
-// runtime::Loader with a fetch thread, so that a Python wait can be interrupted.
+// Python's logging levels.
+constexpr int kLogInfo = 20;
+constexpr int kLogWarning = 30;
+
+// runtime::PolicyRunner with a fetch thread, so that a Python wait can be interrupted.
 class PyLoader {
  public:
   explicit PyLoader(const LoaderArgs& args) {
     pipeline::PipelineSpec spec = ValueOrThrow(SpecFromJson(args.spec_json));
     if (args.epochs != 0) spec.epochs = args.epochs;
-    runtime::TrainPolicy policy =
+    runtime::RunnerOptions options;
+    options.policy =
         ValueOrThrow(runtime::ParsePolicy(args.policy, static_cast<int>(spec.ops.size())));
-    if (policy.name != "none" && policy.name != "fixed") {
-      // The planners run in `sluice train` (runtime::AutoLoader); not from Python yet.
-      throw py::value_error("policy '" + args.policy +
-                            "' is not available from Python yet: use 'none' or "
-                            "'fixed:cut=K,ratio=R' (the planners run in `sluice train`)");
+    options.base.threads = args.threads;
+    options.base.split_size = args.split_size;
+    options.measure_s = args.measure_s;
+    if (args.metric_store != "off") {
+      policy::MetricStoreOptions store;
+      store.dir = args.metric_store;
+      options.metric_store = store;
     }
-    policy_name_ = policy.ToString();
-    runtime::LoaderOptions options;
-    options.cut = policy.cut;
-    options.ratio = policy.ratio;
-    options.read_mode = policy.read_mode;
-    options.compression = policy.compression;
-    options.threads = args.threads;
-    options.split_size = args.split_size;
     std::string token = args.token;
-    if (token.empty() && !args.token_file.empty()) {
+    if (options.policy.name != "none" && token.empty() && !args.token_file.empty()) {
       token = ValueOrThrow(rpc::ReadTokenFile(args.token_file));
     }
-    for (const std::string& address : args.workers) {
-      rpc::ConnectOptions c;
-      c.address = address;
-      c.token = token;
-      c.tls_ca_file = args.tls_ca;
-      c.tls_cert_file = args.tls_cert;
-      c.tls_key_file = args.tls_key;
-      c.connect_timeout_s = args.connect_timeout_s;
-      options.workers.push_back(std::move(c));
+    if (options.policy.name != "none") {
+      for (const std::string& address : args.workers) {
+        rpc::ConnectOptions c;
+        c.address = address;
+        c.token = token;
+        c.tls_ca_file = args.tls_ca;
+        c.tls_cert_file = args.tls_cert;
+        c.tls_key_file = args.tls_key;
+        c.connect_timeout_s = args.connect_timeout_s;
+        options.workers.push_back(std::move(c));
+      }
     }
-    options.warn = [this](const std::string& message) {
+    options.base.warn = [this](const std::string& message) {
       std::lock_guard<std::mutex> lock(warn_mu_);
       if (warnings_.size() < 1000) warnings_.push_back(message);
+    };
+    options.log = [this](const std::string& message) {
+      constexpr std::string_view kWarning = "warning: ";
+      if (message.rfind(kWarning, 0) == 0) {
+        QueueLog(kLogWarning, message.substr(kWarning.size()));
+      } else {
+        QueueLog(kLogInfo, message);
+      }
+    };
+    options.on_decision = [this](const policy::TimelineEntry& entry) {
+      QueueLog(kLogInfo, runtime::DescribeDecision(entry));
     };
     if (args.first_epoch > 0 || !args.consumed.empty()) {
       auto progress = std::make_shared<pipeline::SourceProgress>();
@@ -359,15 +382,15 @@ class PyLoader {
       for (const auto& [epoch, bits] : args.consumed) {
         progress->consumed[epoch] = pipeline::SourceProgress::BitsFromBytes(bits);
       }
-      options.resume = std::move(progress);
+      options.base.resume = std::move(progress);
     }
-    StatusOr<std::unique_ptr<runtime::Loader>> created;
+    StatusOr<std::unique_ptr<runtime::PolicyRunner>> created;
     {
       py::gil_scoped_release release;
-      created = runtime::Loader::Create(spec, std::move(options));
+      created = runtime::PolicyRunner::Open(spec, std::move(options));
     }
-    loader_ = ValueOrThrow(std::move(created));
-    schema_ = loader_->output_schema();
+    runner_ = ValueOrThrow(std::move(created));
+    schema_ = runner_->output_schema();
     fetcher_ = std::thread([this] { FetchLoop(); });
   }
 
@@ -386,6 +409,8 @@ class PyLoader {
     }
     if (!requested_ && !ready_) {
       requested_ = true;
+      times_.asked_ns = NowNanos();
+      times_.took_previous_ns = last_took_ns_;
       cv_.notify_all();
     }
     while (!ready_) {
@@ -409,6 +434,7 @@ class PyLoader {
     status_ = absl::OkStatus();
     const bool end = end_;
     Element element = std::move(element_);
+    last_took_ns_ = NowNanos();
     lock.unlock();
     if (!status.ok()) ThrowStatus(status);
     if (end) return py::none();
@@ -417,7 +443,7 @@ class PyLoader {
 
   void Cancel() {
     py::gil_scoped_release release;
-    if (loader_ != nullptr) loader_->Cancel();
+    if (runner_ != nullptr) runner_->Cancel();
   }
 
   void Close() {
@@ -426,29 +452,27 @@ class PyLoader {
   }
 
   py::dict Report() const {
-    runtime::LoaderReport r;
+    runtime::RunnerReport ran;
     {
       py::gil_scoped_release release;
-      r = loader_->Report();
+      std::lock_guard<std::mutex> lock(runner_mu_);
+      ran = runner_->Report();
     }
+    const runtime::LoaderReport& r = ran.loader;
+    const py::object loads = py::module_::import("json").attr("loads");
     py::dict d;
-    d["policy"] = policy_name_;
+    d["policy"] = ran.policy;
     d["offloaded"] = r.offloaded;
-    py::dict plan;
-    plan["cut"] = r.cut == runtime::kCutAfterBatch ? py::object(py::str("batch"))
-                                                   : py::object(py::int_(r.cut));
-    plan["ratio"] = r.ratio;
-    plan["read_mode"] = std::string(runtime::ReadModeName(r.read_mode));
-    plan["compression"] = std::string(runtime::CompressionName(r.compression));
-    py::list shares;
-    for (const runtime::WorkerReport& w : r.workers) {
-      py::dict s;
-      s["address"] = w.address;
-      s["share"] = w.share;
-      shares.append(std::move(s));
-    }
-    plan["workers"] = std::move(shares);
-    d["plan"] = std::move(plan);
+    d["plan"] = loads(ran.PlanJson().dump());
+    d["explanation"] = ran.plan.has_value() && !ran.plan->explanation.empty()
+                           ? ran.plan->explanation
+                           : ran.local_reason;
+    d["local_reason"] = ran.local_reason;
+    d["decisions"] = loads(ran.TimelineJson().dump());
+    d["profile"] = loads(ran.profile.dump());
+    d["time_to_plan_s"] = ran.time_to_plan_s.has_value() ? py::object(py::float_(*ran.time_to_plan_s))
+                                                         : py::object(py::none());
+    d["spill"] = r.local_spill_over ? "all" : "workers";
     d["threads"] = r.threads;
     d["samples_local"] = r.samples_local;
     d["samples_out"] = r.samples_out;
@@ -504,7 +528,8 @@ class PyLoader {
     pipeline::SourceProgress p;
     {
       py::gil_scoped_release release;
-      p = loader_->Progress();
+      std::lock_guard<std::mutex> lock(runner_mu_);
+      p = runner_->Progress();
     }
     py::dict consumed;
     for (const auto& [epoch, bits] : p.consumed) {
@@ -520,7 +545,19 @@ class PyLoader {
     return out;
   }
 
-  int64_t samples_per_epoch() const { return loader_->samples_per_epoch(); }
+  // [(level, message)]: the planners' notes and decisions since the last call, for Python's
+  // `logging` (levels as Python's: 20 INFO, 30 WARNING).
+  std::vector<std::pair<int, std::string>> DrainLog() {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    std::vector<std::pair<int, std::string>> out(log_.begin(), log_.end());
+    log_.clear();
+    return out;
+  }
+
+  int64_t samples_per_epoch() const {
+    std::lock_guard<std::mutex> lock(runner_mu_);
+    return runner_->samples_per_epoch();
+  }
 
   py::list Schema() const {
     py::list out;
@@ -538,9 +575,18 @@ class PyLoader {
         cv_.wait(lock, [&] { return requested_ || stop_; });
         if (stop_) return;
       }
+      runtime::ConsumerTimes times;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        times = times_;
+      }
       Element element;
       bool end = false;
-      Status status = loader_->GetNext(&element, &end);
+      Status status;
+      {
+        std::lock_guard<std::mutex> lock(runner_mu_);
+        status = runner_->GetNext(&element, &end, times);
+      }
       std::lock_guard<std::mutex> lock(mu_);
       requested_ = false;
       ready_ = true;
@@ -559,15 +605,30 @@ class PyLoader {
       stop_ = true;
       cv_.notify_all();
     }
-    if (loader_ != nullptr) loader_->Cancel();
+    if (runner_ != nullptr) runner_->Cancel();
     if (fetcher_.joinable()) fetcher_.join();
-    loader_.reset();
+    std::lock_guard<std::mutex> lock(runner_mu_);
+    if (runner_ != nullptr) {
+      runner_->Cancel();
+      // The metric store keeps what this run measured for the next one.
+      if (Status saved = runner_->Finish(); !saved.ok()) {
+        QueueLog(kLogWarning, absl::StrCat("metric store: ", saved.message()));
+      }
+    }
   }
 
-  std::unique_ptr<runtime::Loader> loader_;
+  void QueueLog(int level, std::string message) {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    if (log_.size() < 1000) log_.emplace_back(level, std::move(message));
+  }
+
+  // Held by the fetch thread around GetNext, and by whoever reads the runner's state (its
+  // Loader is replaced inside GetNext when the plan changes).
+  mutable std::mutex runner_mu_;
+  std::unique_ptr<runtime::PolicyRunner> runner_;
   sluice::Schema schema_;
-  std::string policy_name_;
   std::thread fetcher_;
+  int64_t last_took_ns_ = -1;  // Python's thread, under mu_
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -578,9 +639,11 @@ class PyLoader {
   bool end_ = false;
   Status status_;
   Element element_;
+  runtime::ConsumerTimes times_;  // of the pending request
 
   mutable std::mutex warn_mu_;
   std::deque<std::string> warnings_;
+  std::deque<std::pair<int, std::string>> log_;
 };
 
 }  // namespace
@@ -637,7 +700,8 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& tls_ca, const std::string& tls_cert,
                        const std::string& tls_key, double connect_timeout_s,
                        uint64_t split_size, uint32_t first_epoch,
-                       const std::map<uint32_t, py::bytes>& consumed) {
+                       const std::map<uint32_t, py::bytes>& consumed, double measure_s,
+                       const std::string& metric_store) {
              LoaderArgs a;
              a.spec_json = spec_json;
              a.workers = workers;
@@ -652,6 +716,8 @@ PYBIND11_MODULE(_core, m) {
              a.connect_timeout_s = connect_timeout_s;
              a.split_size = split_size;
              a.first_epoch = first_epoch;
+             a.measure_s = measure_s;
+             a.metric_store = metric_store;
              for (const auto& [epoch, bits] : consumed) a.consumed[epoch] = std::string(bits);
              return std::make_unique<PyLoader>(a);
            }),
@@ -660,13 +726,15 @@ PYBIND11_MODULE(_core, m) {
            py::arg("token") = "", py::arg("token_file") = "", py::arg("tls_ca") = "",
            py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("connect_timeout_s") = 5.0,
            py::arg("split_size") = 0, py::arg("first_epoch") = 0,
-           py::arg("consumed") = std::map<uint32_t, py::bytes>{})
+           py::arg("consumed") = std::map<uint32_t, py::bytes>{}, py::arg("measure_s") = 2.0,
+           py::arg("metric_store") = "")
       .def("next", &PyLoader::Next)
       .def("cancel", &PyLoader::Cancel)
       .def("close", &PyLoader::Close)
       .def("report", &PyLoader::Report)
       .def("progress", &PyLoader::Progress)
       .def("drain_warnings", &PyLoader::DrainWarnings)
+      .def("drain_log", &PyLoader::DrainLog)
       .def_property_readonly("samples_per_epoch", &PyLoader::samples_per_epoch)
       .def("schema", &PyLoader::Schema);
 }

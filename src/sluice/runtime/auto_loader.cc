@@ -16,47 +16,6 @@
 namespace sluice::runtime {
 namespace {
 
-void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
-  for (WorkerReport& s : sum) {
-    if (s.address != w.address) continue;
-    s.share = w.share;
-    s.samples += w.samples;
-    s.bytes_received += w.bytes_received;
-    s.read_cpu_ns += w.read_cpu_ns;
-    s.decode_cpu_ns += w.decode_cpu_ns;
-    s.connected = w.connected;
-    s.connects += w.connects;
-    s.failures += w.failures;
-    s.hangs += w.hangs;
-    if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
-    if (!w.last_error.empty()) s.last_error = w.last_error;
-    if (!w.metrics.empty()) s.metrics = w.metrics;
-    return;
-  }
-  sum.push_back(w);
-}
-
-// `sum` += `r` (counters add up; the plan fields and op stats are `r`'s).
-void AddReport(LoaderReport& sum, const LoaderReport& r) {
-  sum.offloaded = r.offloaded;
-  sum.cut = r.cut;
-  sum.ratio = r.ratio;
-  sum.read_mode = r.read_mode;
-  sum.compression = r.compression;
-  sum.threads = r.threads;
-  sum.samples_local += r.samples_local;
-  for (const WorkerReport& w : r.workers) AddWorker(sum.workers, w);
-  sum.duplicates_dropped += r.duplicates_dropped;
-  sum.requeued_samples += r.requeued_samples;
-  sum.skipped += r.skipped;
-  sum.samples_out += r.samples_out;
-  sum.batches_out += r.batches_out;
-  sum.local_ops = r.local_ops;
-  for (const std::string& w : r.warnings) {
-    if (sum.warnings.size() < 100) sum.warnings.push_back(w);
-  }
-}
-
 int64_t SamplesOf(const Element& e) {
   return e.members.empty() ? 1 : static_cast<int64_t>(e.members.size());
 }
@@ -88,7 +47,8 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   local.workers.clear();
   local.ratio = 0;
   local.cut = 0;
-  local.resume = nullptr;
+  // base.resume is where the run starts; every later Loader resumes from the one before.
+  a->options_.base.resume = nullptr;
   SLUICE_ASSIGN_OR_RETURN(a->loader_, Loader::Create(a->spec_, local));
   a->loaders_created_ = 1;
   a->applied_ = policy::Plan();
@@ -155,8 +115,18 @@ void AutoLoader::Cancel() {
 }
 
 Status AutoLoader::GetNext(Element* out, bool* end_of_stream) {
-  const int64_t before = NowNanos();
+  return Next(out, end_of_stream, nullptr);
+}
+
+Status AutoLoader::GetNext(Element* out, bool* end_of_stream, const ConsumerTimes& times) {
+  return Next(out, end_of_stream, &times);
+}
+
+Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* times) {
+  const int64_t before = times != nullptr ? times->asked_ns : NowNanos();
   if (t0_ns_ < 0) t0_ns_ = before;
+  // The previous batch reached the consumer after it left here: that hand-over was waiting.
+  if (times != nullptr && times->took_previous_ns >= 0) meter_.ExtendWait(times->took_previous_ns);
   meter_.Before(before);
   Status s = loader_->GetNext(out, end_of_stream);
   const int64_t after = NowNanos();
@@ -397,7 +367,7 @@ void AutoLoader::Reprobe(int64_t now_ns) {
 }
 
 void AutoLoader::LogDecision(const policy::TimelineEntry& entry) const {
-  if (!options_.apply_plans) return;
+  if (!options_.apply_plans || !options_.log_decisions) return;
   Log(absl::StrFormat("%.2f s: %s: %s (%s)", entry.t_s, policy::DecisionKindName(entry.kind),
                       entry.plan.PolicyString(), entry.reason));
 }
@@ -459,7 +429,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
 Status AutoLoader::Replace(LoaderOptions options) {
   auto progress = std::make_shared<const pipeline::SourceProgress>(loader_->Progress());
   loader_->Cancel();
-  AddReport(retired_, loader_->Report());
+  AddLoaderReport(retired_, loader_->Report());
   loader_.reset();
   options.resume = progress;
   StatusOr<std::unique_ptr<Loader>> created = Loader::Create(spec_, std::move(options));
@@ -534,7 +504,7 @@ AutoReport AutoLoader::Report() const {
   r.store_note = store_note_;
   r.loaders_created = loaders_created_;
   r.loader = retired_;
-  if (loader_ != nullptr) AddReport(r.loader, loader_->Report());
+  if (loader_ != nullptr) AddLoaderReport(r.loader, loader_->Report());
   return r;
 }
 

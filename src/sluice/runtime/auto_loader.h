@@ -71,6 +71,8 @@ struct AutoOptions {
   // Called with every decision as it is applied (the first plan and each re-plan), from the
   // thread that calls GetNext: what a caller watches instead of the log's wording.
   std::function<void(const policy::TimelineEntry&)> on_decision;
+  // false: decisions go only to on_decision, not to `log`.
+  bool log_decisions = true;
 };
 
 struct AutoReport {
@@ -99,6 +101,8 @@ class AutoLoader final : public BatchSource {
   ~AutoLoader() override;
 
   Status GetNext(Element* out, bool* end_of_stream) override;
+  // The same, timed on the consumer's clock rather than the calling thread's.
+  Status GetNext(Element* out, bool* end_of_stream, const ConsumerTimes& times);
   void Cancel();
   // Saves the costs measured in this run to the metric store (when there is one and the run
   // measured them). Returns the save's status (OK when there was nothing to save).
@@ -106,11 +110,16 @@ class AutoLoader final : public BatchSource {
 
   bool planned() const { return controller_ != nullptr; }
   AutoReport Report() const;
+  // The current Loader's (each Loader resumes from the one before).
+  pipeline::SourceProgress Progress() const { return loader_->Progress(); }
+  const Schema& output_schema() const { return loader_->output_schema(); }
+  int64_t samples_per_epoch() const { return loader_->samples_per_epoch(); }
 
  private:
   AutoLoader(pipeline::PipelineSpec spec, AutoOptions options);
   void Log(const std::string& message) const;
   void LogDecision(const policy::TimelineEntry& entry) const;
+  Status Next(Element* out, bool* end_of_stream, const ConsumerTimes* times);
   double Seconds(int64_t now_ns) const { return (now_ns - t0_ns_) / 1e9; }
   Status Tick(int64_t now_ns);
   Status PlanFirst(int64_t now_ns);

@@ -375,6 +375,8 @@ struct Loader::Impl {
 
   mutable std::mutex plan_mu;
   double ratio_now ABSL_GUARDED_BY(plan_mu) = 0;  // options.ratio, then SetShares'
+  // options.local_spill_over, then SetLocalSpillOver's.
+  bool local_spill_over_now ABSL_GUARDED_BY(plan_mu) = true;
 };
 
 void Loader::Impl::Warn(const std::string& message) {
@@ -873,6 +875,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   {
     std::lock_guard<std::mutex> lock(d.plan_mu);
     d.ratio_now = opt.ratio;
+    d.local_spill_over_now = opt.local_spill_over;
   }
 
   if (opt.threads > 0) {
@@ -1148,6 +1151,8 @@ Status Loader::SetLocalSpillOver(bool spill_over) {
         "this Loader runs the local pipeline; offloading needs a new Loader");
   }
   d.coordinator->SetSpillOver(0, spill_over);  // consumer 0 is the local side
+  std::lock_guard<std::mutex> lock(d.plan_mu);
+  d.local_spill_over_now = spill_over;
   return absl::OkStatus();
 }
 
@@ -1166,6 +1171,7 @@ LoaderReport Loader::Report() const {
   {
     std::lock_guard<std::mutex> lock(d.plan_mu);
     r.ratio = d.ratio_now;
+    r.local_spill_over = d.local_spill_over_now;
   }
   r.read_mode = d.options.read_mode;
   r.compression = d.options.compression;
@@ -1178,6 +1184,7 @@ LoaderReport Loader::Report() const {
     const pipeline::PipelineStats& stats = *d.stats;
     r.offloaded = false;
     r.ratio = 0;
+    r.local_spill_over = true;
     r.samples_out = stats.samples_out.load();
     r.batches_out = stats.batches_out.load();
     r.samples_local = stats.source_samples.load() - stats.skipped();
@@ -1202,5 +1209,50 @@ LoaderReport Loader::Report() const {
 }
 
 pipeline::SourceProgress Loader::Progress() const { return impl_->progress.Get(); }
+
+namespace {
+
+void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
+  for (WorkerReport& s : sum) {
+    if (s.address != w.address) continue;
+    s.share = w.share;
+    s.samples += w.samples;
+    s.bytes_received += w.bytes_received;
+    s.read_cpu_ns += w.read_cpu_ns;
+    s.decode_cpu_ns += w.decode_cpu_ns;
+    s.connected = w.connected;
+    s.connects += w.connects;
+    s.failures += w.failures;
+    s.hangs += w.hangs;
+    if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
+    if (!w.last_error.empty()) s.last_error = w.last_error;
+    if (!w.metrics.empty()) s.metrics = w.metrics;
+    return;
+  }
+  sum.push_back(w);
+}
+
+}  // namespace
+
+void AddLoaderReport(LoaderReport& sum, const LoaderReport& r) {
+  sum.offloaded = r.offloaded;
+  sum.cut = r.cut;
+  sum.ratio = r.ratio;
+  sum.local_spill_over = r.local_spill_over;
+  sum.read_mode = r.read_mode;
+  sum.compression = r.compression;
+  sum.threads = r.threads;
+  sum.samples_local += r.samples_local;
+  for (const WorkerReport& w : r.workers) AddWorker(sum.workers, w);
+  sum.duplicates_dropped += r.duplicates_dropped;
+  sum.requeued_samples += r.requeued_samples;
+  sum.skipped += r.skipped;
+  sum.samples_out += r.samples_out;
+  sum.batches_out += r.batches_out;
+  sum.local_ops = r.local_ops;
+  for (const std::string& w : r.warnings) {
+    if (sum.warnings.size() < 100) sum.warnings.push_back(w);
+  }
+}
 
 }  // namespace sluice::runtime

@@ -113,6 +113,8 @@ struct LoaderReport {
   bool offloaded = false;  // false: the plain local pipeline ran
   int cut = 0;
   double ratio = 0;
+  // false: the local side keeps to its share (`spill=workers`), as set now.
+  bool local_spill_over = true;
   rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
   rpc::Compression compression = rpc::Compression::kNone;
   int threads = 0;
@@ -126,6 +128,10 @@ struct LoaderReport {
   std::vector<pipeline::OpStatsSnapshot> local_ops;  // what ran in this process
   std::vector<std::string> warnings;                 // the first 100
 };
+
+// `sum` += `r`, for a run served by several Loaders in turn: the counters add up (workers by
+// address), the plan fields and op stats are `r`'s, the warnings the first 100.
+void AddLoaderReport(LoaderReport& sum, const LoaderReport& r);
 
 // "remote_read" / "local_read"; "none" / "lz4" / "zstd".
 const char* ReadModeName(rpc::ReadMode mode);

@@ -51,6 +51,15 @@ class BatchSource {
   virtual Status GetNext(Element* out, bool* end_of_stream) = 0;
 };
 
+// The consumer's own clock (NowNanos), for a source that another thread drives on the
+// consumer's behalf (the Python loader's fetch thread): when the consumer asked for this
+// batch, and when it took the previous one (-1: none yet). The step is the time between
+// the two; the wait, from asking to taking.
+struct ConsumerTimes {
+  int64_t asked_ns = 0;
+  int64_t took_previous_ns = -1;
+};
+
 struct TrainProgress {
   int64_t steps = 0;
   int64_t samples = 0;
