@@ -711,6 +711,10 @@ StatusOr<json> BenchRunner::Run() {
   SLUICE_RETURN_IF_ERROR(StartWorkers());
   report["policies"] = json::object();
   for (const std::string& name : options_.policies) {
+    // A policy named again (`sluice,sluice`: the second run plans from the metric store the
+    // first left) is reported as "sluice#2", "sluice#3", ...
+    std::string key = name;
+    for (int k = 2; report["policies"].contains(key); ++k) key = absl::StrCat(name, "#", k);
     const PolicyDef* def = nullptr;
     for (const PolicyDef& d : Policies()) {
       if (name == d.name) def = &d;
@@ -720,7 +724,7 @@ StatusOr<json> BenchRunner::Run() {
       if (g_signal.load() != 0) return result.status();
       std::fprintf(stderr, "sluice bench: %s failed: %s\n", name.c_str(),
                    std::string(result.status().message()).c_str());
-      report["policies"][name] = {{"error", std::string(result.status().message())}};
+      report["policies"][key] = {{"error", std::string(result.status().message())}};
       continue;
     }
     result->erase("train");
@@ -746,7 +750,7 @@ StatusOr<json> BenchRunner::Run() {
                      e["settled_samples_per_s"].get<double>(), e["settle_s"].get<double>());
       }
     }
-    report["policies"][name] = *result;
+    report["policies"][key] = *result;
   }
   return report;
 }

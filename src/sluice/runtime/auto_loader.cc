@@ -111,6 +111,8 @@ void AutoLoader::JoinProbes() {
 }
 
 void AutoLoader::Cancel() {
+  std::lock_guard<std::mutex> lock(swap_mu_);
+  cancelled_ = true;
   if (loader_ != nullptr) loader_->Cancel();
 }
 
@@ -127,6 +129,10 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
   if (t0_ns_ < 0) t0_ns_ = before;
   // The previous batch reached the consumer after it left here: that hand-over was waiting.
   if (times != nullptr && times->took_previous_ns >= 0) meter_.ExtendWait(times->took_previous_ns);
+  if (loader_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "no loader: switching to a new plan failed earlier (that call returned why)");
+  }
   meter_.Before(before);
   Status s = loader_->GetNext(out, end_of_stream);
   const int64_t after = NowNanos();
@@ -428,13 +434,22 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
 
 Status AutoLoader::Replace(LoaderOptions options) {
   auto progress = std::make_shared<const pipeline::SourceProgress>(loader_->Progress());
-  loader_->Cancel();
-  AddLoaderReport(retired_, loader_->Report());
-  loader_.reset();
+  std::unique_ptr<Loader> old;
+  {
+    std::lock_guard<std::mutex> lock(swap_mu_);
+    old = std::move(loader_);
+  }
+  old->Cancel();
+  AddLoaderReport(retired_, old->Report());
+  old.reset();
   options.resume = progress;
   StatusOr<std::unique_ptr<Loader>> created = Loader::Create(spec_, std::move(options));
   if (!created.ok()) return created.status();
-  loader_ = *std::move(created);
+  {
+    std::lock_guard<std::mutex> lock(swap_mu_);
+    loader_ = *std::move(created);
+    if (cancelled_) loader_->Cancel();
+  }
   ++loaders_created_;
   std::fill(last_worker_samples_.begin(), last_worker_samples_.end(), 0);
   std::fill(last_worker_failures_.begin(), last_worker_failures_.end(), 0);

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -152,7 +153,12 @@ class AutoLoader final : public BatchSource {
 
   const pipeline::PipelineSpec spec_;
   AutoOptions options_;
+  // Written by the consumer's thread only (Create, Replace), under swap_mu_; Cancel() takes
+  // swap_mu_ to reach it from another thread, and a Loader created after a Cancel() is
+  // cancelled at once.
   std::unique_ptr<Loader> loader_;
+  mutable std::mutex swap_mu_;
+  bool cancelled_ = false;  // guarded by swap_mu_
   bool offloaded_ = false;
   policy::Plan applied_;  // the plan the current Loader runs
   LoaderReport retired_;  // the Loaders replaced so far, summed

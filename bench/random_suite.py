@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""The randomized scenario suite: clusters nobody tuned the planner on.
+
+Draws N testbed scenarios from a seed across the space users live in, runs each with
+`sluice bench`, and summarizes how the `sluice` planner fares against the oracle's sweep and
+against FastFlow:
+
+  generate  writes N scenario files (deterministic for a seed) and an index;
+  run       runs `sluice bench` on each (none, sluice twice: the first run measures, the
+            second plans from the metric store the first left, fastflow where its profiling
+            fits, and the oracle sweep), one report per scenario;
+  table     a Markdown table (one row per scenario) and the distribution of sluice/oracle
+            and sluice/fastflow, with a plot.
+
+What is drawn, per scenario:
+  - the pipeline: the standard image pipeline (half the draws) or one of the seven job
+    pipelines, each with the data set of its shipped scenario (bench/scenarios/);
+  - the trainer's CPU quota, uniform in [0.3, 1.0];
+  - one to three workers, each of 0.2-1.5 CPU: equal mixes (one quota for all) and unequal
+    ones (drawn apart), scaled down so that all quotas together stay within 1.9 CPUs of the
+    machine's 2;
+  - per worker a link, log-uniform between 50 Mbit and 10 Gbit, and its storage: shared
+    (70%), none (15%, read=local only) or slow (15%, 2-20 MB/s);
+  - the accelerator step, from the template's all-local step scaled to the trainer's quota:
+    a sixth of the scenarios are not stalled (1.5x the all-local step), the rest stall
+    between 20% and 85% all-local.
+The run length is set so that a stalled all-local run lasts about 12 s (at least the
+template's steps, at most 600): the closed loop needs seconds to measure and correct.
+
+usage:
+  /usr/bin/python3 bench/random_suite.py generate --n 24 --seed 1 --out DIR
+  /usr/bin/python3 bench/random_suite.py run DIR --sluice build/bin/sluice [--only NAME,...]
+      [--policies none,sluice,sluice,fastflow,oracle] [--work-dir W] [--data-dir D]
+  /usr/bin/python3 bench/random_suite.py table DIR [--plot OUT.png]
+Needs root for `run` (the testbed).
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# Templates: a shipped scenario's pipeline and data, and the stall its accelerator step gives
+# all-local on a 0.5-CPU trainer (the scenario files' own comments: the jobs' steps are set
+# from FastFlow's gains to stall about half the time; image-7to14 measures 70%).
+TEMPLATES = [
+    ("image", "image-7to14.yaml", 0.70),
+    ("job-c", "job-c.yaml", 0.50),
+    ("job-g", "job-g.yaml", 0.50),
+    ("job-l", "job-l.yaml", 0.50),
+    ("job-m", "job-m.yaml", 0.50),
+    ("job-r", "job-r.yaml", 0.50),
+    ("job-s", "job-s.yaml", 0.50),
+    ("job-t", "job-t.yaml", 0.50),
+]
+MACHINE_CPUS = 1.9  # all quotas together: the 2-CPU machine, a little left for the kernel
+RUN_S = 12.0        # a stalled all-local run lasts about this long
+
+
+def draw(rng, index):
+    # Half the draws are the image pipeline, the rest the seven jobs evenly.
+    if rng.random() < 0.5:
+        name, file, stall_at_half = TEMPLATES[0]
+    else:
+        name, file, stall_at_half = rng.choice(TEMPLATES[1:])
+    template = yaml.safe_load(open(os.path.join(HERE, "scenarios", file)))
+    trainer = round(rng.uniform(0.3, 1.0), 2)
+    n = rng.choice([1, 2, 3])
+    if n > 1 and rng.random() < 0.4:
+        cpus = [rng.uniform(0.2, 1.5)] * n  # an equal mix
+    else:
+        cpus = [rng.uniform(0.2, 1.5) for _ in range(n)]
+    room = MACHINE_CPUS - trainer
+    if sum(cpus) > room:
+        cpus = [c * room / sum(cpus) for c in cpus]
+    cpus = [max(0.05, math.floor(c * 100) / 100) for c in cpus]
+    workers = []
+    for c in cpus:
+        mbit = math.exp(rng.uniform(math.log(50), math.log(10000)))
+        link = f"{int(round(mbit))}mbit" if mbit < 1000 else f"{mbit / 1000:.1f}gbit"
+        roll = rng.random()
+        if roll < 0.70:
+            storage = "shared"
+        elif roll < 0.85:
+            storage = "none"
+        else:
+            storage = f"slow:{rng.randint(2, 20)}MB"
+        workers.append({"cpus": c, "bandwidth": link, "latency": "0.2ms", "storage": storage})
+    # All-local step: the template's (accelerator_ms / (1 - stall)) on 0.5 CPU, scaled by
+    # the trainer's quota (the pipeline is CPU-bound on it).
+    local_step_ms = template["accelerator_ms"] / (1 - stall_at_half) * 0.5 / trainer
+    if rng.random() < 1 / 6:
+        stall = 0.0
+        step_ms = 1.5 * local_step_ms
+    else:
+        stall = rng.uniform(0.20, 0.85)
+        step_ms = local_step_ms * (1 - stall)
+    steps = int(min(600, max(template["steps"], RUN_S * 1000 / local_step_ms)))
+    scenario = {
+        "name": f"random-{index:02d}-{name}",
+        "pipeline": template["pipeline"],
+        "data": template["data"],
+        "trainer": {"cpus": trainer},
+        "workers": workers,
+        "accelerator_ms": round(step_ms, 1),
+        "steps": steps,
+    }
+    return scenario, stall
+
+
+def generate(args):
+    rng = random.Random(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    index = []
+    for i in range(args.n):
+        scenario, stall = draw(rng, i)
+        path = os.path.join(args.out, scenario["name"] + ".yaml")
+        with open(path, "w") as f:
+            f.write(f"# Drawn by bench/random_suite.py (seed {args.seed}, scenario {i}); the\n"
+                    f"# accelerator step aims at a {100 * stall:.0f}% all-local stall.\n")
+            yaml.safe_dump(scenario, f, sort_keys=False)
+        index.append({"name": scenario["name"], "file": os.path.basename(path),
+                      "target_stall": round(stall, 3)})
+    with open(os.path.join(args.out, "index.json"), "w") as f:
+        json.dump({"seed": args.seed, "n": args.n, "scenarios": index}, f, indent=1)
+    print(f"random_suite: {args.n} scenarios (seed {args.seed}) in {args.out}")
+
+
+def run(args):
+    index = json.load(open(os.path.join(args.dir, "index.json")))
+    only = set(args.only.split(",")) if args.only else None
+    for entry in index["scenarios"]:
+        if only and entry["name"] not in only:
+            continue
+        report = os.path.join(args.dir, entry["name"] + ".json")
+        if os.path.exists(report) and not args.again:
+            print(f"random_suite: {entry['name']}: done before ({report})")
+            continue
+        work = os.path.join(args.work_dir, entry["name"])
+        cmd = [args.sluice, "bench", os.path.join(args.dir, entry["file"]),
+               "--policies", args.policies, "--json", report, "--work-dir", work,
+               "--run-timeout", str(args.run_timeout)]
+        if args.data_dir:
+            cmd += ["--data-dir", args.data_dir]
+        print("random_suite: " + " ".join(cmd), flush=True)
+        done = subprocess.run(cmd, cwd=ROOT)
+        if done.returncode != 0:
+            print(f"random_suite: {entry['name']}: sluice bench exited {done.returncode}",
+                  file=sys.stderr)
+
+
+def rates(report):
+    """Samples/s per policy; a repeated policy ("sluice", "sluice#2") as a list, in order."""
+    out = {}
+    for key, result in report.get("policies", {}).items():
+        rate = result.get("samples_per_s")
+        if rate:
+            out.setdefault(key.split("#")[0], []).append(rate)
+    return out
+
+
+def table(args):
+    index = json.load(open(os.path.join(args.dir, "index.json")))
+    rows, vs_oracle, vs_fastflow = [], [], []
+    print("| scenario | target stall | none | sluice (first, store) | fastflow | oracle |"
+          " sluice / oracle | sluice / fastflow |")
+    print("|---|---|---|---|---|---|---|---|")
+    for entry in index["scenarios"]:
+        path = os.path.join(args.dir, entry["name"] + ".json")
+        if not os.path.exists(path):
+            continue
+        r = rates(json.load(open(path)))
+        sluice = r.get("sluice", [])
+        best = statistics.median(sluice) if sluice else None
+        oracle = max(r.get("oracle", [0]) + r.get("none", [0])) or None
+        fast = r.get("fastflow", [None])[0]
+        so = best / oracle if best and oracle else None
+        sf = best / fast if best and fast else None
+        if so:
+            vs_oracle.append(so)
+        if sf:
+            vs_fastflow.append(sf)
+        fmt = lambda v: f"{v:.0f}" if v else "-"
+        print(f"| {entry['name']} | {100 * entry['target_stall']:.0f}% | "
+              f"{fmt(r.get('none', [None])[0])} | {' / '.join(fmt(v) for v in sluice) or '-'} | "
+              f"{fmt(fast)} | {fmt(oracle)} | {so and f'{so:.2f}' or '-'} | "
+              f"{sf and f'{sf:.2f}' or '-'} |")
+    if vs_oracle:
+        print()
+        print(f"sluice / oracle over {len(vs_oracle)} scenarios: median "
+              f"{statistics.median(vs_oracle):.2f}, min {min(vs_oracle):.2f}, "
+              f">= 0.95 on {sum(v >= 0.95 for v in vs_oracle)}")
+    if vs_fastflow:
+        print(f"sluice / fastflow over {len(vs_fastflow)} scenarios: median "
+              f"{statistics.median(vs_fastflow):.2f}, min {min(vs_fastflow):.2f}")
+    if args.plot and vs_oracle:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.hist([vs_oracle, vs_fastflow], bins=20, label=["sluice / oracle", "sluice / fastflow"])
+        ax.axvline(0.95, color="gray", linestyle="--")
+        ax.set_xlabel("ratio of steady samples/s")
+        ax.set_ylabel("scenarios")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("--n", type=int, default=24)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--out", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("dir")
+    r.add_argument("--sluice", default=os.path.join(ROOT, "build/bin/sluice"))
+    r.add_argument("--policies", default="none,sluice,sluice,fastflow,oracle")
+    r.add_argument("--only", default="")
+    r.add_argument("--again", action="store_true", help="re-run scenarios with a report")
+    r.add_argument("--work-dir", default="/tmp/sluice-random-suite")
+    r.add_argument("--data-dir", default="")
+    r.add_argument("--run-timeout", type=int, default=300)
+    t = sub.add_parser("table")
+    t.add_argument("dir")
+    t.add_argument("--plot", default="")
+    args = p.parse_args()
+    {"generate": generate, "run": run, "table": table}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
