@@ -1,6 +1,7 @@
 // The Probe RPC and rpc::ProbeWorker (the trainer's link measurement at connect).
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -93,6 +94,22 @@ TEST(ProbeTest, ProbeWorkerMeasuresRttBandwidthAndReadsTheInfo) {
   EXPECT_GT(probe->bytes_per_s, 0);
   EXPECT_GE(probe->probe_bytes, 64 << 10);
   EXPECT_GT(probe->probe_s, 0);
+}
+
+// The in-use re-probe (no time for a rate): GetInfo, the RTT and one small call, no more;
+// its rate is one that counts or none (a reading of under 2 ms is not a rate).
+TEST(ProbeTest, AProbeWithoutTimeForARateStopsAfterOneCall) {
+  auto server = StartProbeServer();
+  ASSERT_NE(server, nullptr);
+  ConnectOptions c;
+  c.address = server->address();
+  StatusOr<LinkProbe> probe = ProbeWorker(c, /*target_s=*/0, /*max_s=*/0);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_GT(probe->info.cpu_budget, 0);
+  EXPECT_GT(probe->rtt_s, 0);
+  EXPECT_EQ(probe->probe_bytes, 64 << 10);
+  EXPECT_TRUE(std::isfinite(probe->bytes_per_s));
+  EXPECT_GE(probe->bytes_per_s, 0);
 }
 
 TEST(ProbeTest, ProbeWorkerSendsTheToken) {

@@ -563,10 +563,10 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     probe.probe_bytes = static_cast<int64_t>(bytes);
     const std::optional<double> rate = rate_of(bytes, t);
     if (rate.has_value()) best = *rate;
-    if ((t >= target_s && rate.has_value()) || bytes >= limit) break;
+    if ((t >= target_s && rate.has_value()) || bytes >= limit || !(target_s > 0)) break;
     // Aim at target_s from the rate just seen, at least doubling and at most x16 (x16 while
-    // the time is still too short to read a rate).
-    const double seen = rate.value_or(16.0 * bytes / target_s);
+    // the time is still too short to read a rate: the rate that would reach target_s then).
+    const double seen = rate.value_or(16.0 * static_cast<double>(bytes) / target_s);
     uint64_t next = static_cast<uint64_t>(std::clamp(seen * target_s * 1.2, 2.0 * bytes,
                                                      16.0 * bytes));
     next = std::min(next, limit);
