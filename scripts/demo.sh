@@ -63,10 +63,6 @@ print(f"  --policy sluice:  {rate(auto):7.1f} samples/s, the accelerator waits "
       f"{100 * stall(auto):.0f}% of the time")
 print(f"  speed-up:         {rate(auto) / rate(none):.2f}x  (planned in "
       f"{auto['time_to_plan_s']:.2f} s)")
-print()
-print("  the plan, as the planner explained it:")
-for line in plan.get("explanation", "(none)").splitlines():
-    print("    " + line)
 timeline = auto.get("timeline", [])
 # The plan that ran longest: each decision's plan runs until the next one (the last one
 # until the run ended).
@@ -81,6 +77,10 @@ if timeline:
     total = end - timeline[0]["t_s"]
     print(f"  plan that ran longest: {longest} ({held[longest]:.1f} of {total:.1f} s"
           f" after the first plan)")
+print()
+print("  the plan in force at the end, as the planner explained it:")
+for line in plan.get("explanation", "(none)").splitlines():
+    print("    " + line)
 if len(timeline) > 1:
     print("  later decisions:")
     for e in timeline[1:]:

@@ -727,6 +727,11 @@ StatusOr<json> BenchRunner::Run() {
       report["policies"][key] = {{"error", std::string(result.status().message())}};
       continue;
     }
+    // The run's decisions stay (what ran when); the rest of the train report is in the work
+    // directory.
+    if (result->contains("train") && (*result)["train"].contains("timeline")) {
+      (*result)["timeline"] = (*result)["train"]["timeline"];
+    }
     result->erase("train");
     std::fprintf(stderr, "sluice bench: %s: %.1f samples/s, stall %.1f%%\n", name.c_str(),
                  (*result)["samples_per_s"].get<double>(),
