@@ -38,6 +38,7 @@ TEST(TestbedScenarioTest, ParsesTheDocumentedForm) {
   EXPECT_EQ(sc->data_seed, 1u);
   EXPECT_EQ(sc->data_options.at("width"), "64");
   EXPECT_DOUBLE_EQ(sc->trainer_cpus, 0.5);
+  EXPECT_EQ(sc->trainer_frontend, "cli");
   ASSERT_EQ(sc->workers.size(), 3u);
   EXPECT_DOUBLE_EQ(sc->workers[0].cpus, 1.0);
   EXPECT_DOUBLE_EQ(sc->workers[0].bandwidth_bps, 1e9);
@@ -96,6 +97,15 @@ TEST(TestbedScenarioTest, DataOfEitherGeneratorBecomesGenDataFlags) {
   EXPECT_TRUE(no_boxes->data_options.empty());
 }
 
+// A Python training loop as the trainer (bench/python_trainer.py).
+TEST(TestbedScenarioTest, APythonTrainerIsAFrontend) {
+  StatusOr<Scenario> py = ParseScenario(
+      Edit("trainer: {cpus: 0.5}", "trainer: {cpus: 0.5, frontend: python}"), "s.yaml");
+  ASSERT_TRUE(py.ok()) << py.status();
+  EXPECT_EQ(py->trainer_frontend, "python");
+  EXPECT_DOUBLE_EQ(py->trainer_cpus, 0.5);
+}
+
 TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
   const BadCase cases[] = {
       {"bad unit", Edit("bandwidth: 100mbit", "bandwidth: 100mbps"),
@@ -103,6 +113,8 @@ TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
       {"bad latency", Edit("latency: 0.2ms", "latency: fast"), "s.yaml:6:44: workers[0].latency:"},
       {"zero cpus", Edit("trainer: {cpus: 0.5}", "trainer: {cpus: 0}"),
        "s.yaml:4:17: trainer.cpus: must be > 0"},
+      {"bad frontend", Edit("trainer: {cpus: 0.5}", "trainer: {cpus: 0.5, frontend: java}"),
+       "trainer.frontend: expected cli (sluice train) or python (a Python training loop)"},
       {"unknown worker key", Edit("storage: none", "storge: none"),
        "s.yaml:8:17: workers[2].storge: unknown key"},
       {"bad storage", Edit("storage: none", "storage: nfs"),

@@ -382,14 +382,50 @@ Status BenchRunner::RestoreWorld() {
 // The issue's recovery bound: an event's "after" rate is measured from this long after it.
 constexpr double kEventSettleS = 15;
 
+// For `trainer: {frontend: python}`: the Python training loop's command before the flags
+// it shares with `sluice train`. The script is found in the source tree above this binary
+// (build/bin/sluice), the Python module in its build tree (build/python).
+StatusOr<std::vector<std::string>> PythonTrainerCommand(const std::string& self) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path bin = fs::absolute(fs::path(self), ec).parent_path();
+  const fs::path build = bin.parent_path();
+  fs::path script;
+  for (fs::path dir = bin; !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir / "bench/python_trainer.py", ec)) {
+      script = dir / "bench/python_trainer.py";
+      break;
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  if (script.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "trainer.frontend python: bench/python_trainer.py not found above ", bin.string(),
+        " (run the sluice binary of a source tree's build)"));
+  }
+  bool module = false;
+  for (const auto& e : fs::directory_iterator(build / "python/sluice", ec)) {
+    module |= e.path().filename().string().rfind("_core", 0) == 0;
+  }
+  if (!module) {
+    return absl::NotFoundError(absl::StrCat(
+        "trainer.frontend python: no Python module in ", (build / "python/sluice").string(),
+        " (it is built when pybind11-dev is installed: scripts/install-deps.sh)"));
+  }
+  return std::vector<std::string>{"/usr/bin/python3", script.string(), "--build-dir",
+                                  build.string()};
+}
+
 StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag) {
   SLUICE_RETURN_IF_ERROR(RestoreWorld());
   const int run = run_counter_++;
   const std::string json_path = absl::StrCat(options_.work_dir, "/train-", run, ".json");
   const std::string log = absl::StrCat(options_.work_dir, "/train-", run, ".log");
-  std::vector<std::string> argv = {
-      self_,
-      "train",
+  std::vector<std::string> argv = {self_, "train"};
+  if (scenario_.trainer_frontend == "python") {
+    SLUICE_ASSIGN_OR_RETURN(argv, PythonTrainerCommand(self_));
+  }
+  argv.insert(argv.end(), {
       scenario_.ResolvePipelinePath(),
       "--files",
       data_dir_ + (scenario_.data_kind == "wav" ? "/**/*.wav" : "/**/*.jpg"),
@@ -405,7 +441,7 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       "--policy",
       policy,
       "--json",
-      json_path};
+      json_path});
   if (policy == "sluice") {
     // Costs learnt by one run of the bench are reused by the next (the metric store).
     argv.push_back("--metric-store");
@@ -450,7 +486,10 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   SLUICE_ASSIGN_OR_RETURN(int code, WaitChild(pid, options_.run_timeout_s, tick));
   SLUICE_RETURN_IF_ERROR(event_error);
   if (code != 0) {
-    return absl::InternalError(absl::StrCat("sluice train --policy ", policy, " exited with ", code,
+    return absl::InternalError(absl::StrCat(scenario_.trainer_frontend == "python"
+                                                ? "the Python trainer (bench/python_trainer.py)"
+                                                : "sluice train",
+                                            " --policy ", policy, " exited with ", code,
                                             ": ", Tail(log + ".err")));
   }
   SLUICE_ASSIGN_OR_RETURN(json result, ReadJson(json_path));

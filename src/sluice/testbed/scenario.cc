@@ -182,9 +182,18 @@ class Parser {
 
     const YAML::Node trainer = root["trainer"];
     if (!trainer.IsMap()) return Error(trainer, "trainer", "expected a mapping {cpus: N}");
-    SLUICE_RETURN_IF_ERROR(CheckKeys(trainer, "trainer", {"cpus"}));
+    SLUICE_RETURN_IF_ERROR(CheckKeys(trainer, "trainer", {"cpus", "frontend"}));
     if (!trainer["cpus"]) return Error(trainer, "trainer.cpus", "missing");
     SLUICE_ASSIGN_OR_RETURN(sc.trainer_cpus, Number(trainer["cpus"], "trainer.cpus", 0, true));
+    if (trainer["frontend"]) {
+      const YAML::Node f = trainer["frontend"];
+      const std::string text = f.IsScalar() ? f.Scalar() : "";
+      if (text != "cli" && text != "python") {
+        return Error(f, "trainer.frontend",
+                     "expected cli (sluice train) or python (a Python training loop)");
+      }
+      sc.trainer_frontend = text;
+    }
 
     const YAML::Node workers = root["workers"];
     if (!workers.IsSequence()) return Error(workers, "workers", "expected a list of workers");

@@ -59,6 +59,9 @@ struct Scenario {
   uint64_t data_seed = 1;
   std::map<std::string, std::string> data_options;  // further gen-data flags
   double trainer_cpus = 1.0;
+  // What trains: "cli" (`sluice train`) or "python" (bench/python_trainer.py: the Python
+  // loader in a training loop, with the same flags and report).
+  std::string trainer_frontend = "cli";
   std::vector<WorkerScenario> workers;
   double accelerator_ms = 0;
   int64_t steps = 0;
