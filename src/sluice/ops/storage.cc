@@ -122,6 +122,29 @@ StatusOr<Tensor> ReadOpenFile(int fd, std::string_view shown, int64_t max_bytes,
 
 Status EmptyPath() { return absl::InvalidArgumentError("the file path is empty"); }
 
+}  // namespace
+
+Status CheckReadable(const Storage& storage, std::string_view path) {
+  if (path.empty()) return EmptyPath();
+  SLUICE_ASSIGN_OR_RETURN(std::string resolved, storage.Resolve(path));
+  SLUICE_ASSIGN_OR_RETURN(int fd, OpenForRead(resolved, path));
+  struct stat st;
+  const int stat_result = ::fstat(fd, &st);
+  const int err = errno;
+  ::close(fd);
+  if (stat_result != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot stat '", Av(path), "': ", ErrnoText(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read '", Av(path), "': ",
+                                                   KindOf(st.st_mode),
+                                                   ", only regular files are read"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 class LocalStorageImpl final : public Storage {
  public:
   StatusOr<Tensor> ReadFile(std::string_view path, int64_t max_bytes) const override {

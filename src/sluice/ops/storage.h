@@ -57,6 +57,11 @@ class Storage {
   virtual StatusOr<std::string> Resolve(std::string_view path) const = 0;
 };
 
+// Whether `storage` could read `path` now: the file it resolves to opens for reading and is
+// a regular file, with ReadFile's errors and messages (NotFound, PermissionDenied,
+// InvalidArgument naming what it is instead). Reads no bytes.
+Status CheckReadable(const Storage& storage, std::string_view path);
+
 // Paths as given. Shared, stateless.
 const Storage& LocalStorage();
 

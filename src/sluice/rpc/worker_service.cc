@@ -712,20 +712,7 @@ WorkerInfo WorkerService::Info() const {
 }
 
 Status WorkerService::CheckReadable(std::string_view path) const {
-  SLUICE_ASSIGN_OR_RETURN(std::string resolved, shared_->storage->Resolve(path));
-  struct stat st;
-  if (::stat(resolved.c_str(), &st) != 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read '", Av(path), "': ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("'", Av(path), "' is not a regular file"));
-  }
-  if (::access(resolved.c_str(), R_OK) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot read '", Av(path), "': ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return ops::CheckReadable(*shared_->storage, path);
 }
 
 int WorkerService::open_sessions() const {
