@@ -20,20 +20,20 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
     const char* text;
     int cut;
     double ratio;
-    rpc::ReadMode read;
-    rpc::Compression compression;
+    ReadMode read;
+    Codec compression;
     const char* canonical;
   };
   const std::vector<Case> cases = {
-      {"fixed:cut=2,ratio=0.5", 2, 0.5, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+      {"fixed:cut=2,ratio=0.5", 2, 0.5, ReadMode::kRemoteRead, Codec::kNone,
        "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
-      {"fixed:ratio=1,cut=0", 0, 1.0, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+      {"fixed:ratio=1,cut=0", 0, 1.0, ReadMode::kRemoteRead, Codec::kNone,
        "fixed:cut=0,ratio=1,read=remote,compress=none"},
       {"fixed:cut=batch,ratio=0.25,read=local,compress=zstd", kCutAfterBatch, 0.25,
-       rpc::ReadMode::kLocalRead, rpc::Compression::kZstd,
+       ReadMode::kLocalRead, Codec::kZstd,
        "fixed:cut=batch,ratio=0.25,read=local,compress=zstd"},
-      {"fixed:cut=5,ratio=0,read=remote_read,compress=lz4", 5, 0.0, rpc::ReadMode::kRemoteRead,
-       rpc::Compression::kLz4, "fixed:cut=5,ratio=0,read=remote,compress=lz4"},
+      {"fixed:cut=5,ratio=0,read=remote_read,compress=lz4", 5, 0.0, ReadMode::kRemoteRead,
+       Codec::kLz4, "fixed:cut=5,ratio=0,read=remote,compress=lz4"},
   };
   for (const Case& c : cases) {
     auto p = ParsePolicy(c.text, /*num_ops=*/5);
@@ -42,7 +42,7 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
     EXPECT_EQ(p->cut, c.cut) << c.text;
     EXPECT_DOUBLE_EQ(p->ratio, c.ratio) << c.text;
     EXPECT_EQ(p->read_mode, c.read) << c.text;
-    EXPECT_EQ(p->compression, c.compression) << c.text;
+    EXPECT_EQ(p->codec, c.compression) << c.text;
     EXPECT_EQ(p->ToString(), c.canonical);
     auto again = ParsePolicy(p->ToString(), 5);
     ASSERT_TRUE(again.ok());
