@@ -1,6 +1,7 @@
 #include "sluice/core/placement.h"
 
 #include <cmath>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -39,12 +40,18 @@ Status ParseCut(std::string_view value, int num_ops, int* cut) {
   return absl::OkStatus();
 }
 
+// "<key> must be <choices>, got '<value>'".
+Status OneOf(std::string_view key, std::string_view choices, std::string_view value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Av(key), " must be ", Av(choices), ", got '", Av(value), "'"));
+}
+
 Status ParseShares(std::string_view value, std::vector<double>* shares) {
   for (absl::string_view item : absl::StrSplit(Av(value), '/')) {
     double s = 0;
     if (!absl::SimpleAtod(item, &s) || !std::isfinite(s) || s < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shares must be numbers >= 0 separated by '/', got '", Av(value), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shares must be numbers >= 0 separated by '/', got '", Av(value), "'"));
     }
     shares->push_back(s);
   }
@@ -58,15 +65,9 @@ const char* ReadModeName(ReadMode mode) {
 }
 
 const char* CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kLz4:
-      return "lz4";
-    case Codec::kZstd:
-      return "zstd";
-    case Codec::kNone:
-      break;
-  }
-  return "none";
+  constexpr const char* kNames[] = {"none", "lz4", "zstd"};  // by the codec's wire value
+  const size_t i = static_cast<size_t>(codec);
+  return i < std::size(kNames) ? kNames[i] : "none";
 }
 
 std::string CutName(int cut) {
@@ -114,23 +115,14 @@ StatusOr<Placement> ParsePlacement(std::string_view text, int num_ops) {
       }
     } else if (key == "read") {
       StatusOr<ReadMode> mode = ParseReadMode(value);
-      if (!mode.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("read must be local or remote, got '", value, "'"));
-      }
+      if (!mode.ok()) return OneOf("read", "local or remote", value);
       p.read_mode = *mode;
     } else if (key == "compress") {
       StatusOr<Codec> codec = ParseCodec(value);
-      if (!codec.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("compress must be lz4, zstd or none, got '", value, "'"));
-      }
+      if (!codec.ok()) return OneOf("compress", "lz4, zstd or none", value);
       p.codec = *codec;
     } else if (key == "spill") {
-      if (value != "all" && value != "workers") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("spill must be all or workers, got '", value, "'"));
-      }
+      if (value != "all" && value != "workers") return OneOf("spill", "all or workers", value);
       p.local_spill_over = value == "all";
     } else if (key == "shares") {
       SLUICE_RETURN_IF_ERROR(ParseShares(value, &p.worker_shares));
@@ -144,14 +136,13 @@ StatusOr<Placement> ParsePlacement(std::string_view text, int num_ops) {
 }
 
 std::string PlacementString(const Placement& p) {
-  std::string out = absl::StrCat(
-      "fixed:cut=", CutName(p.cut), ",ratio=", Number(p.ratio),
-      ",read=", p.read_mode == ReadMode::kLocalRead ? "local" : "remote",
-      ",compress=", CodecName(p.codec));
+  std::string out = absl::StrCat("fixed:cut=", CutName(p.cut), ",ratio=", Number(p.ratio),
+                                 ",read=", p.read_mode == ReadMode::kLocalRead ? "local" : "remote",
+                                 ",compress=", CodecName(p.codec));
   if (!p.local_spill_over) absl::StrAppend(&out, ",spill=workers");
   if (!AllEqual(p.worker_shares)) {
-    absl::StrAppend(&out, ",shares=",
-                    absl::StrJoin(p.worker_shares, "/", [](std::string* s, double v) {
+    absl::StrAppend(&out,
+                    ",shares=", absl::StrJoin(p.worker_shares, "/", [](std::string* s, double v) {
                       absl::StrAppend(s, Number(v));
                     }));
   }
@@ -203,8 +194,8 @@ StatusOr<Placement> PlacementFromJson(const json& j) {
   }
   p.ratio = j["ratio"].get<double>();
   if (!(p.ratio >= 0 && p.ratio <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("ratio: expected a number in [0, 1], got ",
-                                                   p.ratio));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ratio: expected a number in [0, 1], got ", p.ratio));
   }
   std::string spill = "all";
   SLUICE_RETURN_IF_ERROR(string_at("spill", &spill));

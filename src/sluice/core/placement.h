@@ -52,7 +52,7 @@ StatusOr<ReadMode> ParseReadMode(std::string_view name);
 StatusOr<Codec> ParseCodec(std::string_view name);
 
 struct Placement {
-  int cut = 0;     // ops [0, cut) run where a sample is assigned; kCutAfterBatch: all + batch
+  int cut = 0;       // ops [0, cut) run where a sample is assigned; kCutAfterBatch: all + batch
   double ratio = 0;  // fraction of the samples the workers take, in [0, 1]
   // Relative shares of the workers, one per worker (any scale; empty: equal).
   std::vector<double> worker_shares;

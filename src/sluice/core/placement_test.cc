@@ -11,17 +11,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Placement Make(int cut, double ratio, ReadMode read_mode = ReadMode::kRemoteRead,
-               Codec codec = Codec::kNone, bool local_spill_over = true,
-               std::vector<double> worker_shares = {}) {
-  Placement p;
-  p.cut = cut;
-  p.ratio = ratio;
-  p.read_mode = read_mode;
-  p.codec = codec;
-  p.local_spill_over = local_spill_over;
-  p.worker_shares = std::move(worker_shares);
-  return p;
+// `got` failed with InvalidArgument, and its message says `error`.
+template <typename T>
+void ExpectInvalid(const StatusOr<T>& got, const std::string& error, const std::string& what) {
+  ASSERT_FALSE(got.ok()) << what;
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << what;
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr(error)) << what;
 }
 
 // Every field, each value: a canonical string parses to the placement and prints back as it
@@ -32,28 +27,37 @@ TEST(PlacementTest, CanonicalStringsRoundTripForEveryField) {
     Placement want;
   };
   const std::vector<Case> cases = {
-      {"fixed:cut=0,ratio=0,read=remote,compress=none", Make(/*cut=*/0, /*ratio=*/0)},
-      {"fixed:cut=1,ratio=0.5,read=remote,compress=none", Make(1, 0.5)},
-      {"fixed:cut=5,ratio=1,read=remote,compress=none", Make(5, 1)},
-      {"fixed:cut=12,ratio=0.25,read=remote,compress=none", Make(12, 0.25)},
-      {"fixed:cut=batch,ratio=0.75,read=remote,compress=none", Make(kCutAfterBatch, 0.75)},
-      {"fixed:cut=3,ratio=0.9231,read=remote,compress=none", Make(3, 0.9231)},
-      {"fixed:cut=3,ratio=0.001,read=remote,compress=none", Make(3, 0.001)},
-      {"fixed:cut=3,ratio=1e-05,read=remote,compress=none", Make(3, 1e-5)},
+      {"fixed:cut=0,ratio=0,read=remote,compress=none", Placement{.cut = 0, .ratio = 0}},
+      {"fixed:cut=1,ratio=0.5,read=remote,compress=none", Placement{.cut = 1, .ratio = 0.5}},
+      {"fixed:cut=5,ratio=1,read=remote,compress=none", Placement{.cut = 5, .ratio = 1}},
+      {"fixed:cut=12,ratio=0.25,read=remote,compress=none", Placement{.cut = 12, .ratio = 0.25}},
+      {"fixed:cut=batch,ratio=0.75,read=remote,compress=none",
+       Placement{.cut = kCutAfterBatch, .ratio = 0.75}},
+      {"fixed:cut=3,ratio=0.9231,read=remote,compress=none", Placement{.cut = 3, .ratio = 0.9231}},
+      {"fixed:cut=3,ratio=0.001,read=remote,compress=none", Placement{.cut = 3, .ratio = 0.001}},
+      {"fixed:cut=3,ratio=1e-05,read=remote,compress=none", Placement{.cut = 3, .ratio = 1e-5}},
       {"fixed:cut=2,ratio=0.5,read=local,compress=none",
-       Make(2, 0.5, ReadMode::kLocalRead)},
+       Placement{.cut = 2, .ratio = 0.5, .read_mode = ReadMode::kLocalRead}},
       {"fixed:cut=2,ratio=0.5,read=remote,compress=lz4",
-       Make(2, 0.5, ReadMode::kRemoteRead, Codec::kLz4)},
+       Placement{.cut = 2, .ratio = 0.5, .codec = Codec::kLz4}},
       {"fixed:cut=batch,ratio=0.5,read=local,compress=zstd",
-       Make(kCutAfterBatch, 0.5, ReadMode::kLocalRead, Codec::kZstd)},
+       Placement{.cut = kCutAfterBatch,
+                 .ratio = 0.5,
+                 .read_mode = ReadMode::kLocalRead,
+                 .codec = Codec::kZstd}},
       {"fixed:cut=4,ratio=0.9,read=remote,compress=none,spill=workers",
-       Make(4, 0.9, ReadMode::kRemoteRead, Codec::kNone, /*local_spill_over=*/false)},
+       Placement{.cut = 4, .ratio = 0.9, .local_spill_over = false}},
       {"fixed:cut=4,ratio=0.6,read=remote,compress=none,shares=1/2",
-       Make(4, 0.6, ReadMode::kRemoteRead, Codec::kNone, true, {1, 2})},
+       Placement{.cut = 4, .ratio = 0.6, .worker_shares = {1, 2}}},
       {"fixed:cut=4,ratio=0.6,read=remote,compress=none,shares=0.2/0.4/0",
-       Make(4, 0.6, ReadMode::kRemoteRead, Codec::kNone, true, {0.2, 0.4, 0})},
+       Placement{.cut = 4, .ratio = 0.6, .worker_shares = {0.2, 0.4, 0}}},
       {"fixed:cut=batch,ratio=1,read=local,compress=lz4,spill=workers,shares=0.25/0.75",
-       Make(kCutAfterBatch, 1, ReadMode::kLocalRead, Codec::kLz4, false, {0.25, 0.75})},
+       Placement{.cut = kCutAfterBatch,
+                 .ratio = 1,
+                 .worker_shares = {0.25, 0.75},
+                 .read_mode = ReadMode::kLocalRead,
+                 .codec = Codec::kLz4,
+                 .local_spill_over = false}},
   };
   for (const Case& c : cases) {
     StatusOr<Placement> p = ParsePlacement(c.text);
@@ -66,15 +70,18 @@ TEST(PlacementTest, CanonicalStringsRoundTripForEveryField) {
   }
 }
 
+// A policy string and what it should give: its canonical form, or an error's words.
+struct TextCase {
+  const char* text;
+  const char* want;
+};
+
 TEST(PlacementTest, OtherSpellingsParseToTheCanonicalForm) {
-  struct Case {
-    const char* text;
-    const char* canonical;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<TextCase> cases = {
       {"fixed:cut=2,ratio=0.5", "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
       {"fixed:ratio=1,cut=0", "fixed:cut=0,ratio=1,read=remote,compress=none"},
-      {"fixed:cut=2,ratio=0.50,read=remote_read", "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
+      {"fixed:cut=2,ratio=0.50,read=remote_read",
+       "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
       {"fixed:read=local_read,cut=2,ratio=.5", "fixed:cut=2,ratio=0.5,read=local,compress=none"},
       {"fixed:cut=2,ratio=0.5,spill=all", "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
       // Equal shares are the default (empty): not printed.
@@ -82,19 +89,15 @@ TEST(PlacementTest, OtherSpellingsParseToTheCanonicalForm) {
       // Four significant digits.
       {"fixed:cut=2,ratio=0.123456", "fixed:cut=2,ratio=0.1235,read=remote,compress=none"},
   };
-  for (const Case& c : cases) {
+  for (const TextCase& c : cases) {
     StatusOr<Placement> p = ParsePlacement(c.text);
     ASSERT_TRUE(p.ok()) << c.text << ": " << p.status();
-    EXPECT_EQ(PlacementString(*p), c.canonical) << c.text;
+    EXPECT_EQ(PlacementString(*p), c.want) << c.text;
   }
 }
 
 TEST(PlacementTest, ParseErrorsNameTheKey) {
-  struct Case {
-    const char* text;
-    const char* error;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<TextCase> cases = {
       {"cut=2,ratio=0.5", "starts with 'fixed:'"},
       {"fixed:", "not key=value"},
       {"fixed:cut=2,,ratio=0.5", "not key=value"},
@@ -114,17 +117,18 @@ TEST(PlacementTest, ParseErrorsNameTheKey) {
       {"fixed:cut=2,ratio=0.5,speed=max", "unknown key 'speed'"},
       {"fixed:cut=2,cut=3,ratio=0.5", "cut given twice"},
   };
-  for (const Case& c : cases) {
-    StatusOr<Placement> p = ParsePlacement(c.text, /*num_ops=*/5);
-    ASSERT_FALSE(p.ok()) << c.text;
-    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
-    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.error)) << c.text;
+  for (const TextCase& c : cases) {
+    ExpectInvalid(ParsePlacement(c.text, /*num_ops=*/5), c.want, c.text);
   }
 }
 
 TEST(PlacementTest, JsonUsesTheReportFieldNames) {
-  const Placement p =
-      Make(kCutAfterBatch, 0.8, ReadMode::kLocalRead, Codec::kZstd, false, {0.3, 0.5});
+  const Placement p = Placement{.cut = kCutAfterBatch,
+                                .ratio = 0.8,
+                                .worker_shares = {0.3, 0.5},
+                                .read_mode = ReadMode::kLocalRead,
+                                .codec = Codec::kZstd,
+                                .local_spill_over = false};
   const nlohmann::json j = PlacementToJson(p, {"a:1", "b:2"});
   EXPECT_EQ(j["cut"], "batch");
   EXPECT_EQ(j["ratio"], 0.8);
@@ -139,12 +143,12 @@ TEST(PlacementTest, JsonUsesTheReportFieldNames) {
   EXPECT_EQ(*back, p);
 
   // Addresses without shares: equal shares, and they stay so.
-  const nlohmann::json equal = PlacementToJson(Make(3, 0.5), {"a:1", "b:2"});
+  const nlohmann::json equal = PlacementToJson(Placement{.cut = 3, .ratio = 0.5}, {"a:1", "b:2"});
   EXPECT_FALSE(equal["workers"][0].contains("share"));
   back = PlacementFromJson(equal);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(back->worker_shares.empty());
-  EXPECT_EQ(PlacementToJson(Make(3, 0.5))["cut"], 3);
+  EXPECT_EQ(PlacementToJson(Placement{.cut = 3, .ratio = 0.5})["cut"], 3);
 }
 
 TEST(PlacementTest, JsonErrorsNameTheField) {
@@ -169,10 +173,7 @@ TEST(PlacementTest, JsonErrorsNameTheField) {
        "workers[0].share: expected a number >= 0"},
   };
   for (const Case& c : cases) {
-    StatusOr<Placement> p = PlacementFromJson(c.j);
-    ASSERT_FALSE(p.ok()) << c.j.dump();
-    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.j.dump();
-    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.error)) << c.j.dump();
+    ExpectInvalid(PlacementFromJson(c.j), c.error, c.j.dump());
   }
 }
 
@@ -186,23 +187,26 @@ TEST(PlacementTest, ValidatesAgainstThePipeline) {
     const char* error;  // "" : valid
   };
   const std::vector<Case> cases = {
-      {"cut 0", Make(0, 0.5), images, ""},
-      {"cut at the end", Make(5, 1), images, ""},
-      {"after batch", Make(kCutAfterBatch, 1), images, ""},
-      {"local read past read_file", Make(1, 0.5, ReadMode::kLocalRead), images, ""},
-      {"shares", Make(2, 0.5, ReadMode::kRemoteRead, Codec::kNone, true, {0, 1}), images, ""},
-      {"cut past the ops", Make(6, 0.5), images,
+      {"cut 0", Placement{.cut = 0, .ratio = 0.5}, images, ""},
+      {"cut at the end", Placement{.cut = 5, .ratio = 1}, images, ""},
+      {"after batch", Placement{.cut = kCutAfterBatch, .ratio = 1}, images, ""},
+      {"local read past read_file",
+       Placement{.cut = 1, .ratio = 0.5, .read_mode = ReadMode::kLocalRead}, images, ""},
+      {"shares", Placement{.cut = 2, .ratio = 0.5, .worker_shares = {0, 1}}, images, ""},
+      {"cut past the ops", Placement{.cut = 6, .ratio = 0.5}, images,
        "cut 6 is out of range: the pipeline has 5 ops, so the cut is 0..5 or batch"},
-      {"negative cut", Make(-3, 0.5), images, "cut -3 is out of range"},
-      {"after batch without a batch", Make(kCutAfterBatch, 0.5), unbatched,
+      {"negative cut", Placement{.cut = -3, .ratio = 0.5}, images, "cut -3 is out of range"},
+      {"after batch without a batch", Placement{.cut = kCutAfterBatch, .ratio = 0.5}, unbatched,
        "cut=batch needs a pipeline with a batch"},
-      {"local read without read_file", Make(2, 0.5, ReadMode::kLocalRead), unbatched,
+      {"local read without read_file",
+       Placement{.cut = 2, .ratio = 0.5, .read_mode = ReadMode::kLocalRead}, unbatched,
        "read=local needs read_file as the first op"},
-      {"local read at cut 0", Make(0, 0.5, ReadMode::kLocalRead), images,
-       "read=local needs a cut of at least 1"},
-      {"ratio over 1", Make(2, 1.5), images, "ratio must be in [0, 1]; got 1.5"},
-      {"negative ratio", Make(2, -0.1), images, "ratio must be in [0, 1]"},
-      {"negative share", Make(2, 0.5, ReadMode::kRemoteRead, Codec::kNone, true, {1, -1}), images,
+      {"local read at cut 0", Placement{.cut = 0, .ratio = 0.5, .read_mode = ReadMode::kLocalRead},
+       images, "read=local needs a cut of at least 1"},
+      {"ratio over 1", Placement{.cut = 2, .ratio = 1.5}, images,
+       "ratio must be in [0, 1]; got 1.5"},
+      {"negative ratio", Placement{.cut = 2, .ratio = -0.1}, images, "ratio must be in [0, 1]"},
+      {"negative share", Placement{.cut = 2, .ratio = 0.5, .worker_shares = {1, -1}}, images,
        "worker shares must be >= 0"},
   };
   for (const Case& c : cases) {
@@ -210,8 +214,7 @@ TEST(PlacementTest, ValidatesAgainstThePipeline) {
     if (std::string(c.error).empty()) {
       EXPECT_TRUE(s.ok()) << c.name << ": " << s;
     } else {
-      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
-      EXPECT_THAT(std::string(s.message()), HasSubstr(c.error)) << c.name;
+      ExpectInvalid(StatusOr<int>(s), c.error, c.name);
     }
   }
 }
@@ -232,7 +235,8 @@ TEST(PlacementTest, NamesAndTheirInverses) {
     EXPECT_EQ(*back, m);
   }
   EXPECT_EQ(*ParseReadMode("local"), ReadMode::kLocalRead);
-  EXPECT_THAT(std::string(ParseCodec("gzip").status().message()), HasSubstr("unknown codec 'gzip'"));
+  EXPECT_THAT(std::string(ParseCodec("gzip").status().message()),
+              HasSubstr("unknown codec 'gzip'"));
   // The wire header stores the codec as this byte.
   EXPECT_EQ(static_cast<int>(Codec::kZstd), 2);
 }

@@ -25,6 +25,11 @@
 
 namespace sluice::policy {
 
+// The shared names, also spelled policy::Codec etc. by the runtime (the same types).
+using ::sluice::Codec;
+using ::sluice::kCutAfterBatch;
+using ::sluice::ReadMode;
+
 // CodecCost::measured_at_cut for a ratio that holds at every cut.
 inline constexpr int kAnyCut = -2;
 

@@ -200,7 +200,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   } else {
     const LoaderReport r = loader_->Report();
     profile.costs = CostsFromReport(spec_, r.local_ops, r.workers, nullptr);
-    const double recv = profile.costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte;
+    const double recv = profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
     for (policy::CodecCost c : codec_costs_) {
       c.trainer_cpu_s_per_byte += recv - CostDefaults().recv_cpu_s_per_byte;
       profile.costs.codecs.push_back(c);
@@ -210,7 +210,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   // one (the same bytes through the same library on the other end).
   if (!(profile.costs.worker_send_cpu_s_per_byte > 0)) {
     profile.costs.worker_send_cpu_s_per_byte =
-        profile.costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte;
+        profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
   }
   costs_ = profile.costs;
   profile.consumer = ConsumerFrom(window, spec_.batch.size > 0 ? spec_.batch.size : 1);
@@ -316,7 +316,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
     const auto far = [](double a, double b) { return b > 0 && std::fabs(a / b - 1) > 0.25; };
     if (measured->per_element) off = far(*measured->per_element, known.recv_cpu_s_per_sample);
     if (measured->per_byte) {
-      if (std::optional<policy::CodecCost> none = known.CostOf(Codec::kNone)) {
+      if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
         off = far(*measured->per_byte, none->trainer_cpu_s_per_byte);
       }
     }
@@ -419,7 +419,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
   offloaded_ = true;
   applied_ = plan;
-  if (plan.codec == Codec::kNone) {
+  if (plan.codec == policy::Codec::kNone) {
     receive_mark_due_ns_ =
         NowNanos() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
     receive_recalibrated_ = false;  // a new Loader: measure it afresh
@@ -480,10 +480,10 @@ std::optional<ReceiveFit> AutoLoader::MeasuredReceive() const {
   const policy::Costs known =
       controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
   double per_byte = CostDefaults().recv_cpu_s_per_byte;
-  if (std::optional<policy::CodecCost> none = known.CostOf(Codec::kNone)) {
+  if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
     per_byte = none->trainer_cpu_s_per_byte;
   }
-  return FitReceiveCost(w, applied_.cut == kCutAfterBatch, spec_.batch.size,
+  return FitReceiveCost(w, applied_.cut == policy::kCutAfterBatch, spec_.batch.size,
                         costs_->batch_cpu_s_per_sample, known.recv_cpu_s_per_sample, per_byte);
 }
 
@@ -496,7 +496,7 @@ Status AutoLoader::Finish() {
   if (controller_ != nullptr) {
     const policy::Costs believed = controller_->effective_profile().costs;
     costs.recv_cpu_s_per_sample = believed.recv_cpu_s_per_sample;
-    if (std::optional<policy::CodecCost> none = believed.CostOf(Codec::kNone)) {
+    if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }
   }

@@ -65,6 +65,29 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
   EXPECT_EQ(none->ToString(), "none");
 }
 
+// A fixed policy is a Placement, and WithPlacement hands every one of its fields to the
+// Loader's options, leaving the others as they were.
+TEST(ParsePolicyTest, AFixedPolicyReachesTheLoaderWhole) {
+  auto p = ParsePolicy("fixed:cut=batch,ratio=0.8,read=local,compress=zstd,spill=workers,"
+                       "shares=1/3",
+                       5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->ToString(),
+            "fixed:cut=batch,ratio=0.8,read=local,compress=zstd,spill=workers,shares=1/3");
+  LoaderOptions base;
+  base.threads = 3;
+  base.spill_over = false;
+  base.workers.resize(2);
+  const LoaderOptions o = WithPlacement(base, *p);
+  EXPECT_EQ(static_cast<const Placement&>(o), static_cast<const Placement&>(*p));
+  EXPECT_EQ(o.cut, kCutAfterBatch);
+  EXPECT_EQ(o.codec, Codec::kZstd);
+  EXPECT_EQ(o.worker_shares, (std::vector<double>{1, 3}));
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_FALSE(o.spill_over);
+  EXPECT_EQ(o.workers.size(), 2u);
+}
+
 TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
   struct Case {
     const char* text;
@@ -89,6 +112,7 @@ TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
       {"fixed:cut=2,ratio=0.5,spill=trainer", "spill must be all or workers"},
       {"fixed:cut=2,cut=3,ratio=0.5", "cut given twice"},
       {"fixed:cut=2,,ratio=0.5", "not key=value"},
+      {"fixed:cut=2,ratio=0.5,shares=1/x", "shares must be numbers >= 0"},
   };
   for (const Case& c : cases) {
     auto p = ParsePolicy(c.text, /*num_ops=*/5);
