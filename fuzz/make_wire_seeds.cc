@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   }
   int n = 0;
   for (const auto& group : Groups()) {
-    for (auto codec : {sluice::rpc::Codec::kNone, sluice::rpc::Codec::kLz4,
-                       sluice::rpc::Codec::kZstd}) {
+    for (auto codec : {sluice::Codec::kNone, sluice::Codec::kLz4,
+                       sluice::Codec::kZstd}) {
       auto encoded = sluice::rpc::EncodeElements(group, codec);
       if (!encoded.ok()) {
         std::fprintf(stderr, "%s\n", std::string(encoded.status().message()).c_str());

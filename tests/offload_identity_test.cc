@@ -32,11 +32,11 @@ TEST_F(OffloadIdentityTest, DeterministicRunsAreBitIdenticalForEveryCutAndReadMo
   const pipeline::PipelineSpec spec = StandardSpec(dir_->path(), /*deterministic=*/true);
   const std::vector<Element> expected = DrainLocal(spec);
   ASSERT_EQ(expected.size(), 8u);
-  for (int cut : {0, 1, 2, 3, 4, 5, runtime::kCutAfterBatch}) {
-    for (rpc::ReadMode mode : {rpc::ReadMode::kRemoteRead, rpc::ReadMode::kLocalRead}) {
+  for (int cut : {0, 1, 2, 3, 4, 5, kCutAfterBatch}) {
+    for (ReadMode mode : {ReadMode::kRemoteRead, ReadMode::kLocalRead}) {
       // In local_read the trainer runs read_file itself: a cut of 0 means nothing.
-      if (mode == rpc::ReadMode::kLocalRead && cut == 0) continue;
-      const std::string label = absl::StrCat("cut ", cut, ", ", runtime::ReadModeName(mode));
+      if (mode == ReadMode::kLocalRead && cut == 0) continue;
+      const std::string label = absl::StrCat("cut ", cut, ", ", ReadModeName(mode));
       Warnings warnings;
       auto loader = runtime::Loader::Create(
           spec, Plan({worker->address()}, cut, /*ratio=*/0.6, &warnings, mode));
@@ -61,9 +61,9 @@ TEST_F(OffloadIdentityTest, FirstComeRunsDeliverTheSameSamplesAsTheLocalRun) {
   const pipeline::PipelineSpec spec = StandardSpec(dir_->path(), /*deterministic=*/false);
   const std::map<SampleId, std::string> expected = SamplesById(DrainLocal(spec));
   ASSERT_EQ(expected.size(), 64u);
-  for (int cut : {1, 3, runtime::kCutAfterBatch}) {
+  for (int cut : {1, 3, kCutAfterBatch}) {
     runtime::LoaderOptions plan = Plan({a->address(), b->address()}, cut, /*ratio=*/0.7, nullptr);
-    plan.compression = cut == 3 ? rpc::Compression::kLz4 : rpc::Compression::kZstd;
+    plan.codec = cut == 3 ? Codec::kLz4 : Codec::kZstd;
     auto loader = runtime::Loader::Create(spec, plan);
     ASSERT_TRUE(loader.ok()) << loader.status();
     std::vector<Element> got;

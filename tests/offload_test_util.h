@@ -315,7 +315,7 @@ class Warnings {
 
 inline runtime::LoaderOptions Plan(const std::vector<std::string>& addresses, int cut, double ratio,
                                    Warnings* warnings,
-                                   rpc::ReadMode mode = rpc::ReadMode::kRemoteRead) {
+                                   ReadMode mode = ReadMode::kRemoteRead) {
   runtime::LoaderOptions o;
   for (const std::string& a : addresses) {
     rpc::ConnectOptions c;

@@ -99,7 +99,7 @@ class Loader:
                  adapting (all local, saying why, without workers or without a stall);
                  "fastflow" / "fastflow:code": the FastFlow baseline; "none": all local;
                  "fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none]
-                 [,spill=all|workers]" (docs/offload.md, docs/policy.md).
+                 [,spill=all|workers][,shares=a/b/...]" (docs/offload.md, docs/policy.md).
     measure_s    auto: seconds of all-local training measured before the first plan.
     metric_store auto: where measured costs are kept between runs (None: the default
                  folder, as `sluice train`: $XDG_CACHE_HOME/sluice or ~/.cache/sluice;

@@ -56,7 +56,7 @@ std::string DescribeProfile(const policy::Profile& p, double measured_s) {
   }
   absl::StrAppend(&out, absl::StrFormat("  batching %.3f ms/sample, receiving %.2f ns/byte\n",
                                         p.costs.batch_cpu_s_per_sample * 1e3,
-                                        p.costs.CostOf(policy::Codec::kNone)
+                                        p.costs.CostOf(Codec::kNone)
                                                 .value_or(policy::CodecCost{})
                                                 .trainer_cpu_s_per_byte *
                                             1e9));

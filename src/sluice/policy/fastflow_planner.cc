@@ -84,10 +84,10 @@ std::vector<FastFlowProfilingRun> FastFlowProfilingRuns(int num_ops, bool first_
     const std::string p = absl::StrCat("p", i + 1);
     r.label = absl::StrCat("Rthp(", p, ") + Ocycle(", p, ")");
     const Candidate cand = CandidateFor(c, num_ops, options.codec);
-    r.cut = cand.cut;
-    r.read_mode = cand.read_mode;
-    r.codec = cand.codec;
-    r.ratio = 1.0;
+    r.placement.cut = cand.cut;
+    r.placement.read_mode = cand.read_mode;
+    r.placement.codec = cand.codec;
+    r.placement.ratio = 1.0;
     r.num_workers = run_workers;
     runs.push_back(r);
   }

@@ -88,11 +88,9 @@ struct FastFlowProfilingRun {
   std::string label;  // "Gthp", "Lthp + Pcycle", "Rthp(p2) + Ocycle(p2)"
   FastFlowCandidate candidate = FastFlowCandidate::kElement;  // kCandidate only
   // The Loader plan of the run: kModelOnly trains on one cached batch repeated
-  // (FastFlow's take(1).cache().repeat()); kAllLocal is ratio 0.
-  int cut = 0;
-  ReadMode read_mode = ReadMode::kRemoteRead;
-  Codec codec = Codec::kNone;
-  double ratio = 0;     // 1.0 for the candidates: 100% remote
+  // (FastFlow's take(1).cache().repeat()); kAllLocal is ratio 0; the candidates run at
+  // ratio 1.0 (100% remote), equal shares.
+  Placement placement;
   int num_workers = 0;  // workers the run uses (paper: all; released code: one)
   int steps = 0;
   int warmup_steps = 0;

@@ -175,17 +175,17 @@ TEST(FastFlowPlannerTest, ProfilingRuns) {
   EXPECT_EQ(paper[0].label, "Gthp");
   EXPECT_EQ(paper[1].kind, FastFlowProfilingRun::Kind::kAllLocal);
   EXPECT_EQ(paper[1].phase, 1);
-  EXPECT_EQ(paper[1].ratio, 0);
+  EXPECT_EQ(paper[1].placement.ratio, 0);
   EXPECT_EQ(paper[2].candidate, FastFlowCandidate::kMiddle);
-  EXPECT_EQ(paper[2].cut, 5);
-  EXPECT_EQ(paper[2].read_mode, ReadMode::kLocalRead);
+  EXPECT_EQ(paper[2].placement.cut, 5);
+  EXPECT_EQ(paper[2].placement.read_mode, ReadMode::kLocalRead);
   EXPECT_EQ(paper[2].phase, 2);
-  EXPECT_EQ(paper[2].ratio, 1.0);
+  EXPECT_EQ(paper[2].placement.ratio, 1.0);
   EXPECT_EQ(paper[2].num_workers, 3);
-  EXPECT_EQ(paper[2].codec, Codec::kLz4);
-  EXPECT_EQ(paper[3].cut, 5);
-  EXPECT_EQ(paper[3].read_mode, ReadMode::kRemoteRead);
-  EXPECT_EQ(paper[4].cut, kCutAfterBatch);
+  EXPECT_EQ(paper[2].placement.codec, Codec::kLz4);
+  EXPECT_EQ(paper[3].placement.cut, 5);
+  EXPECT_EQ(paper[3].placement.read_mode, ReadMode::kRemoteRead);
+  EXPECT_EQ(paper[4].placement.cut, kCutAfterBatch);
   EXPECT_EQ(paper[4].label, "Rthp(p3) + Ocycle(p3)");
   for (const FastFlowProfilingRun& r : paper) {
     EXPECT_EQ(r.steps, 100);
@@ -204,7 +204,7 @@ TEST(FastFlowPlannerTest, ProfilingRuns) {
   const std::vector<FastFlowProfilingRun> local_only = FastFlowProfilingRuns(5, true, true, 3, no_storage);
   ASSERT_EQ(local_only.size(), 3u);
   EXPECT_EQ(local_only[2].candidate, FastFlowCandidate::kMiddle);
-  EXPECT_EQ(local_only[2].read_mode, ReadMode::kLocalRead);
+  EXPECT_EQ(local_only[2].placement.read_mode, ReadMode::kLocalRead);
 }
 
 }  // namespace

@@ -181,10 +181,6 @@ bool operator==(const Candidate& a, const Candidate& b) {
   return a.cut == b.cut && a.read_mode == b.read_mode && a.codec == b.codec;
 }
 
-std::string CutName(int cut) {
-  return cut == kCutAfterBatch ? std::string("batch") : absl::StrCat(cut);
-}
-
 std::string CandidateName(const Profile& profile, const Candidate& c) {
   std::string where;
   if (c.cut == kCutAfterBatch) {

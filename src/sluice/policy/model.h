@@ -44,8 +44,6 @@ bool operator==(const Candidate& a, const Candidate& b);
 
 // "cut 3 (after random_resized_crop), remote_read, none"; "cut batch, ...".
 std::string CandidateName(const Profile& profile, const Candidate& candidate);
-// "3", "batch".
-std::string CutName(int cut);
 
 // What limits a flow.
 enum class Bound {

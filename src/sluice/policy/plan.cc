@@ -13,16 +13,8 @@ using nlohmann::json;
 
 std::string Plan::PolicyString() const {
   if (!offload || ratio <= 0) return "none";
-  return absl::StrCat("fixed:cut=", CutName(cut), ",ratio=", absl::StrFormat("%.4g", ratio),
-                      ",read=", read_mode == ReadMode::kLocalRead ? "local" : "remote",
-                      ",compress=", CodecName(codec), local_spill_over ? "" : ",spill=workers");
+  return PlacementString(*this);
 }
-
-namespace {
-
-json CutJson(int cut) { return cut == kCutAfterBatch ? json("batch") : json(cut); }
-
-}  // namespace
 
 json ToJson(const Evaluation& e) {
   json workers = json::array();
@@ -35,7 +27,7 @@ json ToJson(const Evaluation& e) {
                            {"cpu_utilisation", w.cpu_utilisation},
                            {"wire_bytes_per_s", w.wire_bytes_per_s}});
   }
-  json j{{"cut", CutJson(e.candidate.cut)},
+  json j{{"cut", e.candidate.cut == kCutAfterBatch ? json("batch") : json(e.candidate.cut)},
          {"read_mode", ReadModeName(e.candidate.read_mode)},
          {"compression", CodecName(e.candidate.codec)},
          {"feasible", e.feasible},
@@ -58,26 +50,17 @@ json ToJson(const Evaluation& e) {
 }
 
 json ToJson(const Plan& plan) {
-  json workers = json::array();
-  for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
-    workers.push_back(json{{"address", plan.worker_addresses[i]},
-                           {"share", i < plan.worker_shares.size() ? plan.worker_shares[i] : 0}});
-  }
   json candidates = json::array();
   for (const Evaluation& e : plan.candidates) candidates.push_back(ToJson(e));
-  return json{{"planner", plan.planner},
-              {"offload", plan.offload},
-              {"policy", plan.PolicyString()},
-              {"cut", CutJson(plan.cut)},
-              {"ratio", plan.ratio},
-              {"spill", plan.local_spill_over ? "all" : "workers"},
-              {"read_mode", ReadModeName(plan.read_mode)},
-              {"compression", CodecName(plan.codec)},
-              {"workers", workers},
-              {"predicted_samples_per_s", plan.predicted_samples_per_s},
-              {"predicted_local_samples_per_s", plan.predicted_local_samples_per_s},
-              {"explanation", plan.explanation},
-              {"candidates", candidates}};
+  json j = PlacementToJson(plan, plan.worker_addresses);
+  j.update(json{{"planner", plan.planner},
+                {"offload", plan.offload},
+                {"policy", plan.PolicyString()},
+                {"predicted_samples_per_s", plan.predicted_samples_per_s},
+                {"predicted_local_samples_per_s", plan.predicted_local_samples_per_s},
+                {"explanation", plan.explanation},
+                {"candidates", candidates}});
+  return j;
 }
 
 std::string FormatCandidateTable(const Profile& profile, const Plan& plan) {

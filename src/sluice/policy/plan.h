@@ -1,6 +1,7 @@
 // Plan: what a planner decides — where to cut, how much to offload, to which worker, how to
-// read and compress — with the predicted rates and a human-readable explanation. What
-// runtime::LoaderOptions needs is here: cut, ratio, worker_shares, read_mode, codec.
+// read and compress — with the predicted rates and a human-readable explanation. A Plan is
+// a Placement (sluice/core/placement.h: what runtime::WithPlacement gives a Loader) with the
+// planner's fields around it.
 //
 // Plain struct and pure functions; thread-safe.
 #ifndef SLUICE_POLICY_PLAN_H_
@@ -15,20 +16,14 @@
 
 namespace sluice::policy {
 
-struct Plan {
+// The Placement's fields: cut (0..num_ops, or kCutAfterBatch), ratio (the fraction of the
+// samples processed by workers), read_mode, codec, local_spill_over, and worker_shares: per
+// worker in worker_addresses, its fraction of all samples (sums to ratio; as relative shares
+// they mean the same).
+struct Plan : Placement {
   std::string planner = "none";  // "sluice", "fastflow", "fixed", "none"
   bool offload = false;          // false: the plain local pipeline (ratio 0)
-  int cut = 0;                   // 0..num_ops, or kCutAfterBatch
-  double ratio = 0;              // fraction of the samples processed by workers
-  ReadMode read_mode = ReadMode::kRemoteRead;
-  Codec codec = Codec::kNone;
   std::vector<std::string> worker_addresses;  // the profile's workers, in order
-  // Per worker, its fraction of all samples (sums to ratio); LoaderOptions::worker_shares
-  // takes them as they are (relative shares).
-  std::vector<double> worker_shares;
-  // false: the trainer keeps to its share (1 - ratio) and only the workers spill over, for a
-  // trainer whose CPU is the limit (LoaderOptions::local_spill_over).
-  bool local_spill_over = true;
   double predicted_samples_per_s = 0;
   double predicted_local_samples_per_s = 0;  // the all-local rate, for comparison
   // Several lines: what was measured, the bottleneck of each side, why this cut, why this
@@ -37,14 +32,16 @@ struct Plan {
   // Every candidate's prediction (sluice planner; empty for the others), enumeration order.
   std::vector<Evaluation> candidates;
 
-  // The `sluice train --policy` spelling: "none" or
-  // "fixed:cut=3,ratio=0.62,read=remote,compress=none", with ",spill=workers" when the
-  // trainer keeps to its share.
+  // The `sluice train --policy` spelling: "none" when it does not offload, else the
+  // placement's (PlacementString: "fixed:cut=3,ratio=0.62,read=remote,compress=none", with
+  // ",spill=workers" when the trainer keeps to its share and ",shares=..." for unequal
+  // workers).
   std::string PolicyString() const;
 };
 
-// JSON in the CLI's spelling: {"planner", "offload", "cut" (int or "batch"), "ratio",
-// "read_mode", "compression", "workers": [{"address", "share"}], "predicted_samples_per_s",
+// JSON in the CLI's spelling: the placement's fields (PlacementToJson: "cut" (int or
+// "batch"), "ratio", "spill", "read_mode", "compression", "workers": [{"address", "share"}])
+// and {"planner", "offload", "policy", "predicted_samples_per_s",
 // "predicted_local_samples_per_s", "explanation", "candidates": [...]}.
 nlohmann::json ToJson(const Plan& plan);
 nlohmann::json ToJson(const Evaluation& evaluation);

@@ -11,35 +11,6 @@ namespace sluice::policy {
 
 using nlohmann::json;
 
-const char* ReadModeName(ReadMode mode) {
-  return mode == ReadMode::kLocalRead ? "local_read" : "remote_read";
-}
-
-const char* CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kLz4:
-      return "lz4";
-    case Codec::kZstd:
-      return "zstd";
-    case Codec::kNone:
-      break;
-  }
-  return "none";
-}
-
-std::optional<ReadMode> ParseReadMode(std::string_view name) {
-  if (name == "remote_read" || name == "remote") return ReadMode::kRemoteRead;
-  if (name == "local_read" || name == "local") return ReadMode::kLocalRead;
-  return std::nullopt;
-}
-
-std::optional<Codec> ParseCodec(std::string_view name) {
-  if (name == "none") return Codec::kNone;
-  if (name == "lz4") return Codec::kLz4;
-  if (name == "zstd") return Codec::kZstd;
-  return std::nullopt;
-}
-
 std::optional<CodecCost> Costs::CostOf(Codec codec) const {
   for (const CodecCost& c : codecs) {
     if (c.codec == codec) return c;
@@ -269,8 +240,8 @@ StatusOr<CodecCost> CodecFromJson(const json& j, const std::string& where) {
   CodecCost c;
   std::string name = "none";
   SLUICE_RETURN_IF_ERROR(r.String("codec", &name));
-  std::optional<Codec> codec = ParseCodec(name);
-  if (!codec) {
+  StatusOr<Codec> codec = ParseCodec(name);
+  if (!codec.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.Path("codec"), ": unknown codec '", name, "' (none, lz4, zstd)"));
   }

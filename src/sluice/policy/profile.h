@@ -3,9 +3,9 @@
 // the consumer's demand and stall, each worker's CPUs, link and storage, the trainer's CPU
 // budget, and the CPU cost of moving bytes (receive, send, per compression codec).
 //
-// The policy module is pure and does not depend on rpc/ or runtime/: it has its own
-// spellings of the read mode, the codec and the after-batch cut, with the same meaning and
-// values as rpc::ReadMode, rpc::Compression and rpc::kCutAfterBatch (the caller converts).
+// The policy module is pure and does not depend on rpc/ or runtime/. The read mode, the
+// codec and the after-batch cut are the ones every module uses: ReadMode, Codec and
+// kCutAfterBatch of sluice/core/placement.h.
 //
 // Units: seconds, bytes, samples; rates per second. A value <= 0 for a bandwidth means
 // "not measured": that constraint is left out of the model.
@@ -20,29 +20,18 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 
 namespace sluice::policy {
 
-// The cut "after batch": every op and the batching run where a sample is assigned.
-// Same value as rpc::kCutAfterBatch.
-inline constexpr int kCutAfterBatch = -1;
+// The shared names, also spelled policy::Codec etc. by the runtime (the same types).
+using ::sluice::Codec;
+using ::sluice::kCutAfterBatch;
+using ::sluice::ReadMode;
+
 // CodecCost::measured_at_cut for a ratio that holds at every cut.
 inline constexpr int kAnyCut = -2;
-
-// Same order as rpc::ReadMode.
-enum class ReadMode {
-  kRemoteRead,  // the worker reads the file itself (needs storage)
-  kLocalRead,   // the trainer runs ops[0] (read_file) and streams the bytes to the worker
-};
-// Same order as rpc::Compression.
-enum class Codec { kNone, kLz4, kZstd };
-
-// "remote_read" / "local_read"; "none" / "lz4" / "zstd" (the spellings of the CLI's JSON).
-const char* ReadModeName(ReadMode mode);
-const char* CodecName(Codec codec);
-std::optional<ReadMode> ParseReadMode(std::string_view name);
-std::optional<Codec> ParseCodec(std::string_view name);
 
 // The cost of one op, per sample it produces.
 struct OpCost {

@@ -82,9 +82,9 @@ TEST(ProfileTest, Validate) {
 TEST(ProfileTest, NamesAndDemand) {
   EXPECT_STREQ(ReadModeName(ReadMode::kLocalRead), "local_read");
   EXPECT_STREQ(CodecName(Codec::kLz4), "lz4");
-  EXPECT_EQ(ParseReadMode("remote"), ReadMode::kRemoteRead);
-  EXPECT_EQ(ParseCodec("zstd"), Codec::kZstd);
-  EXPECT_FALSE(ParseCodec("gzip").has_value());
+  EXPECT_EQ(*ParseReadMode("remote"), ReadMode::kRemoteRead);
+  EXPECT_EQ(*ParseCodec("zstd"), Codec::kZstd);
+  EXPECT_FALSE(ParseCodec("gzip").ok());
   ConsumerProfile c;
   c.batch_size = 64;
   c.step_s = 0.032;

@@ -15,26 +15,6 @@ constexpr int kZstdLevel = 1;
 
 }  // namespace
 
-const char* CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kNone:
-      return "none";
-    case Codec::kLz4:
-      return "lz4";
-    case Codec::kZstd:
-      return "zstd";
-  }
-  return "unknown";
-}
-
-StatusOr<Codec> ParseCodec(std::string_view name) {
-  if (name == "none") return Codec::kNone;
-  if (name == "lz4") return Codec::kLz4;
-  if (name == "zstd") return Codec::kZstd;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown compression '", Av(name), "'; expected none, lz4 or zstd"));
-}
-
 StatusOr<std::string> Compress(Codec codec, std::string_view input) {
   switch (codec) {
     case Codec::kNone:

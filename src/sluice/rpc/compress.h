@@ -10,17 +10,12 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 
 namespace sluice::rpc {
 
-// Stored in the wire header as one byte: the values are part of the format.
-enum class Codec : uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
-
-// "none", "lz4", "zstd".
-const char* CodecName(Codec codec);
-// Inverse of CodecName; InvalidArgument listing the choices otherwise.
-StatusOr<Codec> ParseCodec(std::string_view name);
+// The codecs are sluice::Codec (core/placement.h), whose values the wire header stores.
 
 // Compresses `input` with `codec` (kNone: a copy). Fails only on inputs over the codec's
 // size limit (lz4: about 2 GB).

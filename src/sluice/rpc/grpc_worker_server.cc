@@ -32,14 +32,14 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-Compression FromProto(proto::Codec c) {
+Codec FromProto(proto::Codec c) {
   switch (c) {
     case proto::LZ4:
-      return Compression::kLz4;
+      return Codec::kLz4;
     case proto::ZSTD:
-      return Compression::kZstd;
+      return Codec::kZstd;
     default:
-      return Compression::kNone;
+      return Codec::kNone;
   }
 }
 

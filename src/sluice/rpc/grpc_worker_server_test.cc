@@ -116,7 +116,7 @@ class GrpcWorkerTest : public ::testing::Test {
 struct Case {
   int cut;
   ReadMode mode;
-  Compression compression;
+  Codec compression;
 };
 
 class GrpcCutTest : public GrpcWorkerTest, public ::testing::WithParamInterface<Case> {};
@@ -143,11 +143,11 @@ TEST_P(GrpcCutTest, BitIdenticalToALocalRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cuts, GrpcCutTest,
-    ::testing::Values(Case{2, ReadMode::kRemoteRead, Compression::kNone},
-                      Case{5, ReadMode::kRemoteRead, Compression::kLz4},
-                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Compression::kZstd},
-                      Case{3, ReadMode::kLocalRead, Compression::kNone},
-                      Case{kCutAfterBatch, ReadMode::kLocalRead, Compression::kLz4}));
+    ::testing::Values(Case{2, ReadMode::kRemoteRead, Codec::kNone},
+                      Case{5, ReadMode::kRemoteRead, Codec::kLz4},
+                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kZstd},
+                      Case{3, ReadMode::kLocalRead, Codec::kNone},
+                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4}));
 
 TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
   ServerOptions options;

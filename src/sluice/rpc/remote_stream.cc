@@ -107,11 +107,11 @@ Status WorkerError(const std::string& address, const grpc::Status& s, TlsUse tls
   }
 }
 
-proto::Codec ToProto(Compression c) {
+proto::Codec ToProto(Codec c) {
   switch (c) {
-    case Compression::kLz4:
+    case Codec::kLz4:
       return proto::LZ4;
-    case Compression::kZstd:
+    case Codec::kZstd:
       return proto::ZSTD;
     default:
       return proto::NONE;

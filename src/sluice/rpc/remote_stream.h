@@ -27,19 +27,11 @@
 #include <vector>
 
 #include "sluice/core/element.h"
+#include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/spec.h"
 
 namespace sluice::rpc {
-
-enum class ReadMode {
-  kRemoteRead,  // the worker reads files itself (paths mapped under its --data-root)
-  kLocalRead,   // the trainer runs ops[0] (read_file) and streams the bytes with the split
-};
-enum class Compression { kNone, kLz4, kZstd };
-
-// The cut meaning "after batch": the worker runs every op and the batching too.
-inline constexpr int kCutAfterBatch = -1;
 
 struct ConnectOptions {
   std::string address;        // host:port
@@ -55,7 +47,7 @@ struct SessionConfig {
   pipeline::PipelineSpec spec;
   int cut = 0;  // ops [first_op, cut) run remotely; kCutAfterBatch: all ops and the batch
   ReadMode read_mode = ReadMode::kRemoteRead;
-  Compression compression = Compression::kNone;
+  Codec compression = Codec::kNone;
   size_t max_inflight_bytes = 64 << 20;  // flow-control window (credit)
 };
 

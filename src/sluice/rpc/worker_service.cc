@@ -94,18 +94,6 @@ size_t DefaultMemoryBudget() {
   return total / 2;
 }
 
-Codec ToCodec(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return Codec::kNone;
-    case Compression::kLz4:
-      return Codec::kLz4;
-    case Compression::kZstd:
-      return Codec::kZstd;
-  }
-  return Codec::kNone;
-}
-
 // ---------------------------------------------------------------------------------------
 // WorkerSession
 
@@ -845,7 +833,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
                                                          schema.status().message()));
     }
   }
-  s.codec_ = ToCodec(request.compression);
+  s.codec_ = request.compression;
   s.window_ = info.max_inflight_bytes;
   s.max_input_bytes_ = options_.max_session_bytes;
   s.message_limit_ = options_.max_message_bytes;

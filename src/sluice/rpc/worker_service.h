@@ -80,8 +80,6 @@ namespace sluice::rpc {
 // The Sluice version this build reports and requires of its peers ("0.1.0").
 const char* SluiceVersion();
 
-Codec ToCodec(Compression compression);
-
 struct WorkerOptions {
   std::string data_root;  // empty: this worker reads no files (read=local sessions only)
   bool allow_symlinks_out = false;  // follow symlinks that leave the data root
@@ -116,7 +114,7 @@ struct OpenRequest {
   std::string spec_json;  // canonical JSON (any spelling ParseSpec accepts)
   int cut = 0;
   ReadMode read_mode = ReadMode::kRemoteRead;
-  Compression compression = Compression::kNone;
+  Codec compression = Codec::kNone;
   size_t max_inflight_bytes = 64 << 20;  // 0: the default
   std::string client_version;
   size_t max_message_bytes = 0;  // the trainer's receive limit; 0: no limit of its own

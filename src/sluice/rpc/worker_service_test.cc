@@ -107,7 +107,7 @@ class WorkerServiceTest : public ::testing::Test {
 struct CutCase {
   int cut;
   ReadMode mode;
-  Compression compression;
+  Codec compression;
 };
 
 class WorkerServiceCutTest : public WorkerServiceTest,
@@ -149,14 +149,14 @@ TEST_P(WorkerServiceCutTest, SameElementsAsALocalRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cuts, WorkerServiceCutTest,
-    ::testing::Values(CutCase{0, ReadMode::kRemoteRead, Compression::kNone},
-                      CutCase{2, ReadMode::kRemoteRead, Compression::kNone},
-                      CutCase{3, ReadMode::kRemoteRead, Compression::kLz4},
-                      CutCase{5, ReadMode::kRemoteRead, Compression::kZstd},
-                      CutCase{kCutAfterBatch, ReadMode::kRemoteRead, Compression::kNone},
-                      CutCase{1, ReadMode::kLocalRead, Compression::kNone},
-                      CutCase{4, ReadMode::kLocalRead, Compression::kLz4},
-                      CutCase{kCutAfterBatch, ReadMode::kLocalRead, Compression::kNone}));
+    ::testing::Values(CutCase{0, ReadMode::kRemoteRead, Codec::kNone},
+                      CutCase{2, ReadMode::kRemoteRead, Codec::kNone},
+                      CutCase{3, ReadMode::kRemoteRead, Codec::kLz4},
+                      CutCase{5, ReadMode::kRemoteRead, Codec::kZstd},
+                      CutCase{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kNone},
+                      CutCase{1, ReadMode::kLocalRead, Codec::kNone},
+                      CutCase{4, ReadMode::kLocalRead, Codec::kLz4},
+                      CutCase{kCutAfterBatch, ReadMode::kLocalRead, Codec::kNone}));
 
 TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
   WorkerService service(Rooted());

@@ -413,12 +413,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
       if (c.address == address) o.workers.push_back(c);
     }
   }
-  o.cut = plan.cut;
-  o.ratio = plan.ratio;
-  o.worker_shares = plan.worker_shares;
-  o.local_spill_over = plan.local_spill_over;
-  o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
-  o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
+  o = WithPlacement(std::move(o), plan);
   receive_mark_.reset();
   receive_mark_due_ns_ = -1;
   SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));

@@ -36,11 +36,7 @@ LoaderOptions RunLoaderOptions(const policy::FastFlowProfilingRun& run,
   for (int i = 0; i < run.num_workers && i < static_cast<int>(options.workers.size()); ++i) {
     o.workers.push_back(options.workers[i]);
   }
-  o.cut = run.cut;
-  o.ratio = run.ratio;
-  o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(run.read_mode));
-  o.compression = static_cast<rpc::Compression>(static_cast<int>(run.codec));
-  return o;
+  return WithPlacement(std::move(o), run.placement);
 }
 
 }  // namespace
@@ -49,8 +45,7 @@ LoaderOptions FastFlowLoaderOptions(const policy::Plan& plan,
                                     const FastFlowRunnerOptions& options) {
   LoaderOptions o = options.base;
   o.workers.clear();
-  o.worker_shares.clear();  // equal: FastFlow assumes identical workers
-  o.spill_over = false;     // its counters wait for the side whose turn it is
+  o.spill_over = false;  // its counters wait for the side whose turn it is
   if (!plan.offload || plan.ratio <= 0) {
     o.ratio = 0;
     o.cut = 0;
@@ -61,11 +56,9 @@ LoaderOptions FastFlowLoaderOptions(const policy::Plan& plan,
       if (c.address == address) o.workers.push_back(c);
     }
   }
-  o.cut = plan.cut;
-  o.ratio = plan.ratio;
-  o.read_mode = static_cast<rpc::ReadMode>(static_cast<int>(plan.read_mode));
-  o.compression = static_cast<rpc::Compression>(static_cast<int>(plan.codec));
-  return o;
+  Placement placement = plan;
+  placement.worker_shares.clear();  // equal: FastFlow assumes identical workers
+  return WithPlacement(std::move(o), placement);
 }
 
 StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spec,

@@ -26,19 +26,17 @@
 
 namespace sluice::runtime {
 
-const char* ReadModeName(rpc::ReadMode mode) {
-  return mode == rpc::ReadMode::kLocalRead ? "local_read" : "remote_read";
+LoaderOptions WithPlacement(LoaderOptions base, const Placement& placement) {
+  static_cast<Placement&>(base) = placement;
+  return base;
 }
 
-const char* CompressionName(rpc::Compression compression) {
-  switch (compression) {
-    case rpc::Compression::kLz4:
-      return "lz4";
-    case rpc::Compression::kZstd:
-      return "zstd";
-    default:
-      return "none";
-  }
+PipelineShape PipelineShapeOf(const pipeline::PipelineSpec& spec) {
+  PipelineShape shape;
+  shape.num_ops = static_cast<int>(spec.ops.size());
+  shape.has_batch = spec.batch.size > 0;
+  shape.first_op_reads_file = !spec.ops.empty() && spec.ops[0].name == "read_file";
+  return shape;
 }
 
 namespace {
@@ -584,7 +582,7 @@ class RemoteLink {
 
   void Feed(rpc::RemoteStream& stream) {
     Coordinator* coordinator = loader_->coordinator.get();
-    const bool local_read = loader_->session.read_mode == rpc::ReadMode::kLocalRead;
+    const bool local_read = loader_->session.read_mode == ReadMode::kLocalRead;
     for (;;) {
       SplitAssignment split;
       const Coordinator::Acquired got = coordinator->Acquire(consumer_, &split);
@@ -712,35 +710,11 @@ class RemoteLink {
 };
 
 Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& options) {
-  const int num_ops = static_cast<int>(spec.ops.size());
-  if (!(options.ratio >= 0 && options.ratio <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("ratio must be in [0, 1]; got ", options.ratio));
-  }
-  if (options.cut == kCutAfterBatch) {
-    if (spec.batch.size <= 0) {
-      return absl::InvalidArgumentError("cut=batch needs a pipeline with a batch");
-    }
-  } else if (options.cut < 0 || options.cut > num_ops) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cut ", options.cut, " is out of range: the pipeline has ", num_ops,
-                     " ops, so the cut is 0..", num_ops, " or batch"));
-  }
-  if (options.read_mode == rpc::ReadMode::kLocalRead) {
-    if (num_ops == 0 || spec.ops[0].name != "read_file") {
-      return absl::InvalidArgumentError("read=local needs read_file as the first op");
-    }
-    if (options.cut == 0) {
-      return absl::InvalidArgumentError(
-          "read=local needs a cut of at least 1 (the trainer runs read_file itself)");
-    }
-  }
+  SLUICE_RETURN_IF_ERROR(ValidatePlacement(options, PipelineShapeOf(spec)));
   if (!options.worker_shares.empty() && options.worker_shares.size() != options.workers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("got ", options.worker_shares.size(),
                                                    " worker shares for ", options.workers.size(),
                                                    " workers"));
-  }
-  for (double s : options.worker_shares) {
-    if (!(s >= 0)) return absl::InvalidArgumentError("worker shares must be >= 0");
   }
   if (options.max_open_splits < 1) {
     return absl::InvalidArgumentError("max_open_splits must be at least 1");
@@ -923,9 +897,9 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   d.session.spec = spec;
   d.session.cut = opt.cut;
   d.session.read_mode = opt.read_mode;
-  d.session.compression = opt.compression;
+  d.session.compression = opt.codec;
   d.session.max_inflight_bytes = opt.max_inflight_bytes;
-  if (opt.read_mode == rpc::ReadMode::kLocalRead) {
+  if (opt.read_mode == ReadMode::kLocalRead) {
     d.read_stage = pipeline::MakeStages(d.built, d.stats.get(), 0, 1);
   }
 
@@ -1174,7 +1148,7 @@ LoaderReport Loader::Report() const {
     r.local_spill_over = d.local_spill_over_now;
   }
   r.read_mode = d.options.read_mode;
-  r.compression = d.options.compression;
+  r.codec = d.options.codec;
   r.threads = d.threads;
   {
     std::lock_guard<std::mutex> lock(d.warn_mu);
@@ -1240,7 +1214,7 @@ void AddLoaderReport(LoaderReport& sum, const LoaderReport& r) {
   sum.ratio = r.ratio;
   sum.local_spill_over = r.local_spill_over;
   sum.read_mode = r.read_mode;
-  sum.compression = r.compression;
+  sum.codec = r.codec;
   sum.threads = r.threads;
   sum.samples_local += r.samples_local;
   for (const WorkerReport& w : r.workers) AddWorker(sum.workers, w);

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "sluice/core/element.h"
+#include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 #include "sluice/ops/registry.h"
 #include "sluice/pipeline/source.h"
@@ -54,26 +55,18 @@
 
 namespace sluice::runtime {
 
-inline constexpr int kCutAfterBatch = rpc::kCutAfterBatch;
-
-struct LoaderOptions {
+// The plan is the Placement (core/placement.h): ops [0, cut) run where each sample is
+// assigned, the rest in this process (kCutAfterBatch: all ops and the batching); `ratio` is
+// the target fraction of the samples processed by workers (spill-over moves work to
+// whichever side is idle, whatever the ratio); `worker_shares` one per worker (empty:
+// equal); `local_spill_over` false: the local side keeps to its share (1 - ratio) while a
+// worker is up, the workers still spill over (ConsumerConfig::spill_over). Set it with
+// WithPlacement.
+struct LoaderOptions : Placement {
   std::vector<rpc::ConnectOptions> workers;
-  // Ops [0, cut) run where each sample is assigned, the rest in this process;
-  // kCutAfterBatch: all ops and the batching.
-  int cut = 0;
-  // Target fraction of the samples processed by workers, in [0, 1]; the rest is local.
-  // Spill-over moves work to whichever side is idle, whatever the ratio.
-  double ratio = 0;
-  // Relative shares of the workers (empty: equal); one per worker.
-  std::vector<double> worker_shares;
   // false: no spill-over (FastFlow's counters, for the baseline): a side behind its share is
   // waited for (CoordinatorOptions::spill_over).
   bool spill_over = true;
-  // false: the local side keeps to its share (1 - ratio) while a worker is up, the workers
-  // still spill over (ConsumerConfig::spill_over; the plan's `spill=workers`).
-  bool local_spill_over = true;
-  rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
-  rpc::Compression compression = rpc::Compression::kNone;
   int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget
   uint64_t split_size = 0;  // 0: 32 (rounded up to a multiple of the batch after batch)
   int max_open_splits = 3;  // per worker
@@ -115,8 +108,8 @@ struct LoaderReport {
   double ratio = 0;
   // false: the local side keeps to its share (`spill=workers`), as set now.
   bool local_spill_over = true;
-  rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
-  rpc::Compression compression = rpc::Compression::kNone;
+  ReadMode read_mode = ReadMode::kRemoteRead;
+  Codec codec = Codec::kNone;
   int threads = 0;
   int64_t samples_local = 0;  // samples the local prefix delivered
   std::vector<WorkerReport> workers;
@@ -133,9 +126,12 @@ struct LoaderReport {
 // address), the plan fields and op stats are `r`'s, the warnings the first 100.
 void AddLoaderReport(LoaderReport& sum, const LoaderReport& r);
 
-// "remote_read" / "local_read"; "none" / "lz4" / "zstd".
-const char* ReadModeName(rpc::ReadMode mode);
-const char* CompressionName(rpc::Compression compression);
+// `base` with the plan of `placement` (every Placement field): the one conversion from a
+// plan (policy::Plan, a parsed `fixed:` policy, a FastFlow run) to a Loader's options.
+LoaderOptions WithPlacement(LoaderOptions base, const Placement& placement);
+
+// What ValidatePlacement needs to know of `spec`.
+PipelineShape PipelineShapeOf(const pipeline::PipelineSpec& spec);
 
 class Loader {
  public:

@@ -94,7 +94,7 @@ class LoaderTest : public ::testing::Test {
   }
 
   LoaderOptions Plan(const std::vector<std::string>& addresses, int cut, double ratio,
-                     rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead) {
+                     ReadMode read_mode = ReadMode::kRemoteRead) {
     LoaderOptions o;
     for (const std::string& a : addresses) {
       rpc::ConnectOptions c;
@@ -215,7 +215,7 @@ TEST_F(LoaderTest, RejectsImpossiblePlans) {
       {"negative cut", spec, Plan({"127.0.0.1:1"}, -3, 0.5), "out of range"},
       {"batch cut without batch", unbatched, Plan({"127.0.0.1:1"}, kCutAfterBatch, 0.5),
        "needs a pipeline with a batch"},
-      {"local read at cut 0", spec, Plan({"127.0.0.1:1"}, 0, 0.5, rpc::ReadMode::kLocalRead),
+      {"local read at cut 0", spec, Plan({"127.0.0.1:1"}, 0, 0.5, ReadMode::kLocalRead),
        "cut of at least 1"},
       {"ratio over 1", spec, Plan({"127.0.0.1:1"}, 2, 1.5), "ratio"},
   };
@@ -239,8 +239,8 @@ TEST_F(LoaderTest, DeterministicOffloadedRunIsBitIdenticalForEveryCutAndReadMode
   const std::vector<Element> expected = DrainLocal(spec);
   ASSERT_EQ(expected.size(), static_cast<size_t>(kImages / 4));
   for (int cut : {0, 1, 2, 3, 4, 5, kCutAfterBatch}) {
-    for (rpc::ReadMode mode : {rpc::ReadMode::kRemoteRead, rpc::ReadMode::kLocalRead}) {
-      if (mode == rpc::ReadMode::kLocalRead && cut == 0) continue;
+    for (ReadMode mode : {ReadMode::kRemoteRead, ReadMode::kLocalRead}) {
+      if (mode == ReadMode::kLocalRead && cut == 0) continue;
       const std::string label = absl::StrCat("cut ", cut, " ", ReadModeName(mode));
       auto loader = Loader::Create(spec, Plan({worker->address()}, cut, /*ratio=*/0.5, mode));
       ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
@@ -268,14 +268,14 @@ TEST_F(LoaderTest, FirstComeRunDeliversTheSameSamplesWithCompression) {
   spec.epochs = 2;
   const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
   ASSERT_EQ(expected.size(), static_cast<size_t>(2 * kImages));
-  for (rpc::Compression c : {rpc::Compression::kLz4, rpc::Compression::kZstd}) {
+  for (Codec c : {Codec::kLz4, Codec::kZstd}) {
     LoaderOptions plan = Plan({worker->address()}, /*cut=*/3, /*ratio=*/0.8);
-    plan.compression = c;
+    plan.codec = c;
     auto loader = Loader::Create(spec, plan);
     ASSERT_TRUE(loader.ok()) << loader.status();
     std::vector<Element> got;
     ASSERT_TRUE(Drain(**loader, &got).ok());
-    EXPECT_TRUE(ById(got) == expected) << CompressionName(c);
+    EXPECT_TRUE(ById(got) == expected) << CodecName(c);
   }
 }
 

@@ -20,10 +20,6 @@ namespace {
 constexpr int64_t kFastFlowWarmupBatches = 1;
 constexpr int64_t kFastFlowMeasuredSteps = 8;
 
-nlohmann::json CutJson(int cut) {
-  return cut == kCutAfterBatch ? nlohmann::json("batch") : nlohmann::json(cut);
-}
-
 nlohmann::json LocalPlanJson(nlohmann::json j) {
   j["cut"] = nullptr;
   j["read_mode"] = nullptr;
@@ -35,25 +31,11 @@ nlohmann::json LocalPlanJson(nlohmann::json j) {
 
 // The plan a planner chose, in the shape of a fixed one plus the planner's fields.
 nlohmann::json PlannedJson(const std::string& policy, const policy::Plan& plan) {
-  nlohmann::json j;
+  nlohmann::json j = plan.offload ? PlacementToJson(plan, plan.worker_addresses)
+                                  : LocalPlanJson(nlohmann::json::object());
   j["policy"] = policy;
   j["planner"] = plan.planner;
   j["offload"] = plan.offload;
-  if (!plan.offload) {
-    j = LocalPlanJson(std::move(j));
-  } else {
-    j["cut"] = CutJson(plan.cut);
-    j["read_mode"] = policy::ReadModeName(plan.read_mode);
-    j["ratio"] = plan.ratio;
-    j["spill"] = plan.local_spill_over ? "all" : "workers";
-    j["compression"] = policy::CodecName(plan.codec);
-    nlohmann::json workers = nlohmann::json::array();
-    for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
-      workers.push_back({{"address", plan.worker_addresses[i]},
-                         {"share", i < plan.worker_shares.size() ? plan.worker_shares[i] : 0.0}});
-    }
-    j["workers"] = workers;
-  }
   j["policy_string"] = plan.PolicyString();
   j["predicted_samples_per_s"] = plan.predicted_samples_per_s;
   j["predicted_local_samples_per_s"] = plan.predicted_local_samples_per_s;
@@ -114,19 +96,21 @@ int64_t SamplesOf(const Element& e) {
 
 nlohmann::json RunnerReport::PlanJson() const {
   if (plan.has_value()) return PlannedJson(policy, *plan);
-  nlohmann::json j;
-  j["policy"] = parsed.name;
-  if (parsed.name != "fixed") return LocalPlanJson(std::move(j));
-  j["cut"] = CutJson(parsed.cut);
-  j["read_mode"] = ReadModeName(parsed.read_mode);
-  j["ratio"] = parsed.ratio;
-  j["spill"] = parsed.local_spill_over ? "all" : "workers";
-  j["compression"] = CompressionName(parsed.compression);
-  nlohmann::json workers = nlohmann::json::array();
-  for (const WorkerReport& w : loader.workers) {
-    workers.push_back({{"address", w.address}, {"share", w.share}});
+  if (parsed.name != "fixed") {
+    nlohmann::json j;
+    j["policy"] = parsed.name;
+    return LocalPlanJson(std::move(j));
   }
-  j["workers"] = workers;
+  // The shares in force, as the Loader reports them.
+  Placement placement = parsed;
+  placement.worker_shares.clear();
+  std::vector<std::string> addresses;
+  for (const WorkerReport& w : loader.workers) {
+    addresses.push_back(w.address);
+    placement.worker_shares.push_back(w.share);
+  }
+  nlohmann::json j = PlacementToJson(placement, addresses);
+  j["policy"] = parsed.name;
   return j;
 }
 
@@ -149,9 +133,8 @@ std::string DescribeDecision(const policy::TimelineEntry& entry) {
                                : absl::StrCat(policy::DecisionKindName(entry.kind), ", plan");
   std::string what = "all local";
   if (p.offload) {
-    what = absl::StrFormat("cut=%s, ratio %.2f, %s, compress %s, spill %s, on",
-                           p.cut == kCutAfterBatch ? "batch" : absl::StrCat(p.cut), p.ratio,
-                           policy::ReadModeName(p.read_mode), policy::CodecName(p.codec),
+    what = absl::StrFormat("cut=%s, ratio %.2f, %s, compress %s, spill %s, on", CutName(p.cut),
+                           p.ratio, ReadModeName(p.read_mode), CodecName(p.codec),
                            p.local_spill_over ? "all" : "workers");
     for (size_t i = 0; i < p.worker_addresses.size(); ++i) {
       absl::StrAppend(&what, i > 0 ? "," : "", " ", p.worker_addresses[i],
@@ -228,11 +211,7 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
   }
   if (o.policy.name == "fixed") {
     base.workers = o.workers;
-    base.cut = o.policy.cut;
-    base.ratio = o.policy.ratio;
-    base.local_spill_over = o.policy.local_spill_over;
-    base.read_mode = o.policy.read_mode;
-    base.compression = o.policy.compression;
+    base = WithPlacement(std::move(base), o.policy);
   }
   SLUICE_ASSIGN_OR_RETURN(r->loader_, Loader::Create(r->spec_, std::move(base)));
   return r;

@@ -146,12 +146,12 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
     samples += w.samples;
   }
   policy::CodecCost none;
-  none.codec = policy::Codec::kNone;
+  none.codec = Codec::kNone;
   none.ratio = 1;
   none.trainer_cpu_s_per_byte = defaults.recv_cpu_s_per_byte;
   costs.recv_cpu_s_per_sample = defaults.recv_cpu_s_per_sample;
   if (fallback != nullptr) {
-    if (std::optional<policy::CodecCost> known = fallback->CostOf(policy::Codec::kNone)) {
+    if (std::optional<policy::CodecCost> known = fallback->CostOf(Codec::kNone)) {
       if (known->trainer_cpu_s_per_byte > 0) none.trainer_cpu_s_per_byte =
           known->trainer_cpu_s_per_byte;
     }
@@ -168,7 +168,7 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
   costs.codecs.push_back(none);
   if (fallback != nullptr) {
     for (const policy::CodecCost& c : fallback->codecs) {
-      if (c.codec != policy::Codec::kNone) costs.codecs.push_back(c);
+      if (c.codec != Codec::kNone) costs.codecs.push_back(c);
     }
   }
   return costs;
@@ -184,21 +184,20 @@ std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_c
   }
   std::vector<policy::CodecCost> out;
   if (raw.size() < 4096) return out;
-  for (auto [rc, pc] : {std::pair{rpc::Codec::kLz4, policy::Codec::kLz4},
-                        std::pair{rpc::Codec::kZstd, policy::Codec::kZstd}}) {
+  for (Codec codec : {Codec::kLz4, Codec::kZstd}) {
     const int64_t t0 = ThreadCpuNanos();
-    StatusOr<std::string> packed = rpc::Compress(rc, raw);
+    StatusOr<std::string> packed = rpc::Compress(codec, raw);
     const int64_t t1 = ThreadCpuNanos();
     if (!packed.ok() || packed->empty()) continue;
     std::string back(raw.size(), '\0');
-    Status unpacked = rpc::Decompress(rc, *packed, reinterpret_cast<uint8_t*>(back.data()),
+    Status unpacked = rpc::Decompress(codec, *packed, reinterpret_cast<uint8_t*>(back.data()),
                                       back.size());
     const int64_t t2 = ThreadCpuNanos();
     if (!unpacked.ok()) continue;
     policy::CodecCost c;
-    c.codec = pc;
+    c.codec = codec;
     c.ratio = std::max(1.0, static_cast<double>(raw.size()) / packed->size());
-    c.measured_at_cut = policy::kCutAfterBatch;  // the output: holds there only
+    c.measured_at_cut = kCutAfterBatch;  // the output: holds there only
     const double n = static_cast<double>(raw.size());
     c.worker_cpu_s_per_byte = (t1 - t0) / 1e9 / n;
     c.trainer_cpu_s_per_byte = recv_cpu_s_per_byte + (t2 - t1) / 1e9 / n;

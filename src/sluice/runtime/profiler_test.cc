@@ -133,8 +133,8 @@ TEST(CostsFromReportTest, PerOpCostsAndTheReadBytes) {
   EXPECT_DOUBLE_EQ(c.ops[1].bytes_out_per_sample, 240'000);
   EXPECT_DOUBLE_EQ(c.raw_bytes_per_sample, 50'000);  // what read_file produced
   EXPECT_GT(c.batch_cpu_s_per_sample, 0);
-  ASSERT_TRUE(c.CostOf(policy::Codec::kNone).has_value());
-  EXPECT_GT(c.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte, 0);
+  ASSERT_TRUE(c.CostOf(Codec::kNone).has_value());
+  EXPECT_GT(c.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, 0);
   EXPECT_TRUE(policy::ValidateProfile(policy::Profile{c, {}, {}, 1}).ok());
   // No batch: no batching cost.
   EXPECT_EQ(CostsFromReport(TwoOpSpec(0), ops, {}).batch_cpu_s_per_sample, 0);
@@ -171,7 +171,7 @@ TEST(CostsFromReportTest, ReceiveCostFromTheStreamsCounters) {
                                         per_byte * static_cast<double>(w.bytes_received)) *
                                        1e9);
   const policy::Costs c = CostsFromReport(TwoOpSpec(8), {}, {w});
-  EXPECT_NEAR(c.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte, per_byte, 1e-11);
+  EXPECT_NEAR(c.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, per_byte, 1e-11);
 }
 
 TEST(OpCostsOfTest, LeavesOutOpsThatRanNothing) {
@@ -193,8 +193,8 @@ TEST(MeasureCodecsTest, RatioAndCostsOfLz4AndZstd) {
   batch.tensors.push_back(Tensor::Zeros(DType::kU8, {64, 1024}));  // compresses very well
   const std::vector<policy::CodecCost> codecs = MeasureCodecs(batch, /*recv=*/1e-9);
   ASSERT_EQ(codecs.size(), 2u);
-  EXPECT_EQ(codecs[0].codec, policy::Codec::kLz4);
-  EXPECT_EQ(codecs[1].codec, policy::Codec::kZstd);
+  EXPECT_EQ(codecs[0].codec, Codec::kLz4);
+  EXPECT_EQ(codecs[1].codec, Codec::kZstd);
   for (const policy::CodecCost& c : codecs) {
     EXPECT_GT(c.ratio, 10);
     EXPECT_GE(c.worker_cpu_s_per_byte, 0);

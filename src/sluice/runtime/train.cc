@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +18,7 @@ namespace {
 
 constexpr const char* kPolicyForms =
     "expected 'auto', 'sluice', 'fastflow', 'fastflow:code', 'none' or "
-    "'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers]'";
+    "'fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers][,shares=a/b/...]'";
 
 Status PolicyError(std::string_view text, const std::string& why) {
   return absl::InvalidArgumentError(
@@ -32,11 +31,7 @@ std::string TrainPolicy::ToString() const {
   if (name == "sluice" && is_auto) return "auto";
   if (name == "fastflow" && fastflow_code) return "fastflow:code";
   if (name != "fixed") return name;
-  return absl::StrCat("fixed:cut=", cut == kCutAfterBatch ? "batch" : absl::StrCat(cut),
-                      ",ratio=", ratio,
-                      ",read=", read_mode == rpc::ReadMode::kLocalRead ? "local" : "remote",
-                      ",compress=", CompressionName(compression),
-                      local_spill_over ? "" : ",spill=workers");
+  return PlacementString(*this);
 }
 
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
@@ -56,70 +51,10 @@ StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops) {
   if (text.substr(0, kFixed.size()) != kFixed) {
     return PolicyError(text, "unknown policy");
   }
+  StatusOr<Placement> placement = ParsePlacement(text, num_ops);
+  if (!placement.ok()) return PolicyError(text, std::string(placement.status().message()));
+  static_cast<Placement&>(policy) = *std::move(placement);
   policy.name = "fixed";
-  std::set<std::string> seen;
-  const std::string body(text.substr(kFixed.size()));
-  for (absl::string_view item : absl::StrSplit(body, ',')) {
-    const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
-      return PolicyError(text, absl::StrCat("'", item, "' is not key=value"));
-    }
-    const std::string& key = kv[0];
-    const std::string& value = kv[1];
-    if (!seen.insert(key).second) return PolicyError(text, absl::StrCat(key, " given twice"));
-    if (key == "cut") {
-      if (value == "batch") {
-        policy.cut = kCutAfterBatch;
-      } else {
-        int cut = 0;
-        if (!absl::SimpleAtoi(value, &cut) || cut < 0) {
-          return PolicyError(text,
-                             absl::StrCat("cut must be an op count or 'batch', got '", value, "'"));
-        }
-        if (num_ops >= 0 && cut > num_ops) {
-          return PolicyError(text, absl::StrCat("cut ", cut, " is past the pipeline's ", num_ops,
-                                                " ops (0..", num_ops, " or batch)"));
-        }
-        policy.cut = cut;
-      }
-    } else if (key == "ratio") {
-      double ratio = 0;
-      if (!absl::SimpleAtod(value, &ratio) || !(ratio >= 0 && ratio <= 1)) {
-        return PolicyError(text,
-                           absl::StrCat("ratio must be a number in [0, 1], got '", value, "'"));
-      }
-      policy.ratio = ratio;
-    } else if (key == "read") {
-      if (value == "local" || value == "local_read") {
-        policy.read_mode = rpc::ReadMode::kLocalRead;
-      } else if (value == "remote" || value == "remote_read") {
-        policy.read_mode = rpc::ReadMode::kRemoteRead;
-      } else {
-        return PolicyError(text, absl::StrCat("read must be local or remote, got '", value, "'"));
-      }
-    } else if (key == "compress") {
-      if (value == "lz4") {
-        policy.compression = rpc::Compression::kLz4;
-      } else if (value == "zstd") {
-        policy.compression = rpc::Compression::kZstd;
-      } else if (value == "none") {
-        policy.compression = rpc::Compression::kNone;
-      } else {
-        return PolicyError(text,
-                           absl::StrCat("compress must be lz4, zstd or none, got '", value, "'"));
-      }
-    } else if (key == "spill") {
-      if (value == "all" || value == "workers") {
-        policy.local_spill_over = value == "all";
-      } else {
-        return PolicyError(text, absl::StrCat("spill must be all or workers, got '", value, "'"));
-      }
-    } else {
-      return PolicyError(text, absl::StrCat("unknown key '", key, "'"));
-    }
-  }
-  if (!seen.count("cut")) return PolicyError(text, "cut is missing");
-  if (!seen.count("ratio")) return PolicyError(text, "ratio is missing");
   return policy;
 }
 

@@ -19,28 +19,24 @@
 
 namespace sluice::runtime {
 
-struct TrainPolicy {
+// A policy; for "fixed", the Placement given (its fields are the defaults otherwise).
+struct TrainPolicy : Placement {
   // "none": all local; "fixed": the cut and ratio given; "sluice" (also spelled "auto"): the
   // sluice planner with its closed loop (AutoLoader); "fastflow": FastFlow's profiling runs
   // and Algorithm 1 (FastFlowRunner), `fastflow_code` with the released code's formula.
   std::string name = "none";
   bool is_auto = false;        // spelled "auto" (the default of `sluice train`)
   bool fastflow_code = false;  // "fastflow:code"
-  int cut = 0;                // kCutAfterBatch for cut=batch
-  double ratio = 0;
-  rpc::ReadMode read_mode = rpc::ReadMode::kRemoteRead;
-  rpc::Compression compression = rpc::Compression::kNone;
-  bool local_spill_over = true;  // spill=all (default) or spill=workers
 
-  // "none", "auto", "sluice", "fastflow", "fastflow:code", or
-  // "fixed:cut=3,ratio=0.5,read=remote,compress=none[,spill=workers]".
+  // "none", "auto", "sluice", "fastflow", "fastflow:code", or the placement's canonical
+  // string (PlacementString: "fixed:cut=3,ratio=0.5,read=remote,compress=none[,...]").
   std::string ToString() const;
 };
 
-// Parses `none`, `auto`, `sluice`, `fastflow[:paper|:code]` or
-// `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers]`
-// (K an op count or `batch`, R in [0, 1]; spill=workers: the trainer keeps to its share). `num_ops` (when >= 0) bounds K. Errors are
-// InvalidArgument and say what is wrong and what is expected.
+// Parses `none`, `auto`, `sluice`, `fastflow[:paper|:code]` or a placement (ParsePlacement:
+// `fixed:cut=K,ratio=R[,read=local|remote][,compress=lz4|zstd|none][,spill=all|workers]
+// [,shares=a/b/...]`). `num_ops` (when >= 0) bounds K. Errors are InvalidArgument and say
+// what is wrong and what is expected.
 StatusOr<TrainPolicy> ParsePolicy(std::string_view text, int num_ops = -1);
 
 // What a training loop pulls batches from: a Loader, or an adaptive loader that replaces

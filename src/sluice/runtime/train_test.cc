@@ -20,20 +20,20 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
     const char* text;
     int cut;
     double ratio;
-    rpc::ReadMode read;
-    rpc::Compression compression;
+    ReadMode read;
+    Codec compression;
     const char* canonical;
   };
   const std::vector<Case> cases = {
-      {"fixed:cut=2,ratio=0.5", 2, 0.5, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+      {"fixed:cut=2,ratio=0.5", 2, 0.5, ReadMode::kRemoteRead, Codec::kNone,
        "fixed:cut=2,ratio=0.5,read=remote,compress=none"},
-      {"fixed:ratio=1,cut=0", 0, 1.0, rpc::ReadMode::kRemoteRead, rpc::Compression::kNone,
+      {"fixed:ratio=1,cut=0", 0, 1.0, ReadMode::kRemoteRead, Codec::kNone,
        "fixed:cut=0,ratio=1,read=remote,compress=none"},
       {"fixed:cut=batch,ratio=0.25,read=local,compress=zstd", kCutAfterBatch, 0.25,
-       rpc::ReadMode::kLocalRead, rpc::Compression::kZstd,
+       ReadMode::kLocalRead, Codec::kZstd,
        "fixed:cut=batch,ratio=0.25,read=local,compress=zstd"},
-      {"fixed:cut=5,ratio=0,read=remote_read,compress=lz4", 5, 0.0, rpc::ReadMode::kRemoteRead,
-       rpc::Compression::kLz4, "fixed:cut=5,ratio=0,read=remote,compress=lz4"},
+      {"fixed:cut=5,ratio=0,read=remote_read,compress=lz4", 5, 0.0, ReadMode::kRemoteRead,
+       Codec::kLz4, "fixed:cut=5,ratio=0,read=remote,compress=lz4"},
   };
   for (const Case& c : cases) {
     auto p = ParsePolicy(c.text, /*num_ops=*/5);
@@ -42,7 +42,7 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
     EXPECT_EQ(p->cut, c.cut) << c.text;
     EXPECT_DOUBLE_EQ(p->ratio, c.ratio) << c.text;
     EXPECT_EQ(p->read_mode, c.read) << c.text;
-    EXPECT_EQ(p->compression, c.compression) << c.text;
+    EXPECT_EQ(p->codec, c.compression) << c.text;
     EXPECT_EQ(p->ToString(), c.canonical);
     auto again = ParsePolicy(p->ToString(), 5);
     ASSERT_TRUE(again.ok());
@@ -63,6 +63,29 @@ TEST(ParsePolicyTest, AcceptsNoneAndFixedSpellings) {
   EXPECT_EQ(none->name, "none");
   EXPECT_EQ(none->ratio, 0);
   EXPECT_EQ(none->ToString(), "none");
+}
+
+// A fixed policy is a Placement, and WithPlacement hands every one of its fields to the
+// Loader's options, leaving the others as they were.
+TEST(ParsePolicyTest, AFixedPolicyReachesTheLoaderWhole) {
+  auto p = ParsePolicy("fixed:cut=batch,ratio=0.8,read=local,compress=zstd,spill=workers,"
+                       "shares=1/3",
+                       5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->ToString(),
+            "fixed:cut=batch,ratio=0.8,read=local,compress=zstd,spill=workers,shares=1/3");
+  LoaderOptions base;
+  base.threads = 3;
+  base.spill_over = false;
+  base.workers.resize(2);
+  const LoaderOptions o = WithPlacement(base, *p);
+  EXPECT_EQ(static_cast<const Placement&>(o), static_cast<const Placement&>(*p));
+  EXPECT_EQ(o.cut, kCutAfterBatch);
+  EXPECT_EQ(o.codec, Codec::kZstd);
+  EXPECT_EQ(o.worker_shares, (std::vector<double>{1, 3}));
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_FALSE(o.spill_over);
+  EXPECT_EQ(o.workers.size(), 2u);
 }
 
 TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
@@ -89,6 +112,7 @@ TEST(ParsePolicyTest, RejectsBadSpellingsWithAClearMessage) {
       {"fixed:cut=2,ratio=0.5,spill=trainer", "spill must be all or workers"},
       {"fixed:cut=2,cut=3,ratio=0.5", "cut given twice"},
       {"fixed:cut=2,,ratio=0.5", "not key=value"},
+      {"fixed:cut=2,ratio=0.5,shares=1/x", "shares must be numbers >= 0"},
   };
   for (const Case& c : cases) {
     auto p = ParsePolicy(c.text, /*num_ops=*/5);
