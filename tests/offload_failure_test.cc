@@ -4,7 +4,9 @@
 // epoch yields each SampleId exactly once, with the same contents as the all-local run.
 #include <signal.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -65,6 +67,11 @@ TEST_F(OffloadFailureTest, WorkerKilledMidEpochStillYieldsEverySampleOnce) {
   std::vector<Element> got;
   Take(**loader, 2, &got);
   worker->Kill(SIGKILL);
+  // The stream notices the dead worker on its own thread: waited for (bounded), so that a
+  // fast machine does not drain the epoch locally before it does.
+  for (int i = 0; i < 1000 && (*loader)->Report().workers[0].failures == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   ASSERT_TRUE(Drain(**loader, &got).ok());
   EXPECT_TRUE(SamplesById(got) == *expected_);
   const runtime::LoaderReport report = (*loader)->Report();

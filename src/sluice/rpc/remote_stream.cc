@@ -546,8 +546,9 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   // A reading counts only when moving the bytes took longer than the empty call and than
   // a scheduler's time slice (a few ms on a loaded machine): below that, the round trip's
   // own jitter is most of what was timed (1 us left after the RTT had read 64 KiB as
-  // 65 GB/s on a 1 Gbit link). Without a reading that counts, the link is "not measured"
-  // (bytes_per_s 0), which leaves that constraint out, rather than a figure no link has.
+  // 65 GB/s on a 1 Gbit link). Without a reading that counts, the rate of the longest call
+  // with its RTT left in stands (a lower bound), and with no call long enough to time, the
+  // link is "not measured" (bytes_per_s 0): never a figure no link has.
   constexpr double kMinTransferS = 2e-3;
   const auto rate_of = [&](uint64_t bytes, double t) -> std::optional<double> {
     const double transfer = t - rtt;
@@ -558,11 +559,19 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   // that is too small measures the latency, not the link.
   uint64_t bytes = std::min<uint64_t>(64 << 10, limit);
   double best = 0;
+  // bytes / t (RTT not subtracted) of a call long enough to time: a lower bound on the
+  // link's rate, never above it. Used where no reading counts — on a loaded machine the
+  // fastest empty call can take as long as the largest reply (16 MiB on loopback).
+  double lower = 0;
+  const auto note_lower = [&](uint64_t b, double t) {
+    if (t >= kMinTransferS) lower = std::max(lower, static_cast<double>(b) / t);
+  };
   while (bytes > 0) {
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
     probe.probe_bytes = static_cast<int64_t>(bytes);
     const std::optional<double> rate = rate_of(bytes, t);
     if (rate.has_value()) best = *rate;
+    note_lower(bytes, t);
     if ((t >= target_s && rate.has_value()) || bytes >= limit || !(target_s > 0)) break;
     // Aim at target_s from the rate just seen, at least doubling and at most x16 (x16 while
     // the time is still too short to read a rate: the rate that would reach target_s then).
@@ -580,8 +589,9 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     if (elapsed() + static_cast<double>(bytes) / best > max_s) break;
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
     best = std::max(best, rate_of(bytes, t).value_or(0));
+    note_lower(bytes, t);
   }
-  probe.bytes_per_s = best;
+  probe.bytes_per_s = best > 0 ? best : lower;
   probe.probe_s = elapsed();
   return probe;
 }

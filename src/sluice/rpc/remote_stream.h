@@ -92,7 +92,7 @@ struct StreamEvent {
 struct LinkProbe {
   WorkerInfo info;           // from GetInfo
   double rtt_s = 0;          // the fastest empty round trip
-  double bytes_per_s = 0;    // worker -> trainer, the best timed reply; 0: none timed long enough
+  double bytes_per_s = 0;    // worker -> trainer, the best timed reply; 0: none long enough
   int64_t probe_bytes = 0;   // size of that reply
   double probe_s = 0;        // time the whole probe took
   // For ProbeWorker's `check_path`: whether the worker can read that file itself (remote
