@@ -597,14 +597,14 @@ TimelineEntry Controller::Decide(const Measurement& m) {
       const std::string why = absl::StrCat("stall ", FormatPercent(m.stall_fraction), " for ",
                                            Fmt(t - *stall_since_), " s while not offloading");
       Plan next = PlanSluice(effective_profile(), options_.planner);
-      stall_since_.reset();
       if (next.offload && !MeasuredWorse(next)) {
+        stall_since_.reset();
         plan_ = std::move(next);
         last_change_t_ = t;
         return Record(t, DecisionKind::kReplan,
                       absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
       }
-      stall_since_ = t - options_.sustain_s;  // the stall still lasts: a trial may follow
+      // The planner's margin not met: a trial may still test a smaller predicted gain.
       if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
       stall_since_.reset();
       return Record(t, DecisionKind::kKeep, absl::StrCat(why, "; offloading would not help"));

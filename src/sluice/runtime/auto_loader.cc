@@ -32,13 +32,15 @@ AutoLoader::~AutoLoader() {
   loader_.reset();
 }
 
-void AutoLoader::Log(const std::string& message) const {
-  if (options_.log) {
-    options_.log(message);
+void LogNote(const std::function<void(const std::string&)>& log, const std::string& message) {
+  if (log) {
+    log(message);
   } else {
     std::fprintf(stderr, "sluice: %s\n", message.c_str());
   }
 }
+
+void AutoLoader::Log(const std::string& message) const { LogNote(options_.log, message); }
 
 StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::PipelineSpec& spec,
                                                          AutoOptions options) {

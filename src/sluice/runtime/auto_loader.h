@@ -40,6 +40,9 @@
 
 namespace sluice::runtime {
 
+// `message` to `log`, or without one to stderr as "sluice: <message>".
+void LogNote(const std::function<void(const std::string&)>& log, const std::string& message);
+
 struct AutoOptions {
   std::vector<rpc::ConnectOptions> workers;
   // Threads, split size, buffers, reconnects, warn: used for every Loader it creates (its

@@ -161,13 +161,7 @@ PolicyRunner::~PolicyRunner() {
   loader_.reset();
 }
 
-void PolicyRunner::Log(const std::string& message) const {
-  if (options_.log) {
-    options_.log(message);
-  } else {
-    std::fprintf(stderr, "sluice: %s\n", message.c_str());
-  }
-}
+void PolicyRunner::Log(const std::string& message) const { LogNote(options_.log, message); }
 
 StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::PipelineSpec& spec,
                                                            RunnerOptions options) {
