@@ -31,7 +31,8 @@ usage:
   /usr/bin/python3 bench/random_suite.py generate --n 24 --seed 1 --out DIR
   /usr/bin/python3 bench/random_suite.py run DIR --sluice build/bin/sluice [--only NAME,...]
       [--policies none,sluice,sluice,fastflow,oracle] [--work-dir W] [--data-dir D]
-  /usr/bin/python3 bench/random_suite.py table DIR [--plot OUT.png]
+      [--results R]
+  /usr/bin/python3 bench/random_suite.py table DIR [--results R] [--plot OUT.png]
 Needs root for `run` (the testbed).
 """
 
@@ -137,11 +138,13 @@ def generate(args):
 
 def run(args):
     index = json.load(open(os.path.join(args.dir, "index.json")))
+    if args.results:
+        os.makedirs(args.results, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
     for entry in index["scenarios"]:
         if only and entry["name"] not in only:
             continue
-        report = os.path.join(args.dir, entry["name"] + ".json")
+        report = os.path.join(args.results or args.dir, entry["name"] + ".json")
         if os.path.exists(report) and not args.again:
             print(f"random_suite: {entry['name']}: done before ({report})")
             continue
@@ -175,7 +178,7 @@ def table(args):
           " sluice / oracle | sluice / fastflow |")
     print("|---|---|---|---|---|---|---|---|")
     for entry in index["scenarios"]:
-        path = os.path.join(args.dir, entry["name"] + ".json")
+        path = os.path.join(args.results or args.dir, entry["name"] + ".json")
         if not os.path.exists(path):
             continue
         r = rates(json.load(open(path)))
@@ -232,9 +235,11 @@ def main():
     r.add_argument("--work-dir", default="/tmp/sluice-random-suite")
     r.add_argument("--data-dir", default="")
     r.add_argument("--run-timeout", type=int, default=300)
+    r.add_argument("--results", default="", help="folder for the reports (default: DIR)")
     t = sub.add_parser("table")
     t.add_argument("dir")
     t.add_argument("--plot", default="")
+    t.add_argument("--results", default="", help="folder of the reports (default: DIR)")
     args = p.parse_args()
     {"generate": generate, "run": run, "table": table}[args.command](args)
 

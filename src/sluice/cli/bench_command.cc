@@ -38,6 +38,7 @@
 #include "nlohmann/json.hpp"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
+#include "sluice/core/placement.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/runtime/train.h"
 #include "sluice/testbed/exec.h"
@@ -71,26 +72,35 @@ struct PolicyContext {
 // The `--policy` values for `sluice train`: one entry is one run; several are a sweep.
 using PolicyRuns = std::function<std::vector<std::string>(const PolicyContext&)>;
 
-std::string Fixed(const std::string& cut, double ratio, const std::string& read) {
-  return absl::StrFormat("fixed:cut=%s,ratio=%.1f,read=%s", cut, ratio, read);
+// A fixed plan's policy string, in the placement grammar's one spelling (so that two runs of
+// the same plan share a key in BenchRunner::measured_).
+std::string Fixed(int cut, double ratio, ReadMode read) {
+  Placement p;
+  p.cut = cut;
+  p.ratio = ratio;
+  p.read_mode = read;
+  return PlacementString(p);
 }
 
-std::string DefaultRead(const PolicyContext& c) {
-  return c.workers_have_storage ? "remote" : "local";
+ReadMode DefaultRead(const PolicyContext& c) {
+  return c.workers_have_storage ? ReadMode::kRemoteRead : ReadMode::kLocalRead;
 }
 
 // The oracle's sweep, pruned in two passes. Pass 1 runs every cut (1..num_ops and `batch`)
-// with every read mode the workers allow at ratio 0.5; pass 2 runs the two best (cut, read
-// mode) pairs of pass 1 at every ratio from 0.1 to 1.0 in 10% steps. Cuts and read modes that
-// lose at an even split are not explored further. The sweep is built in BenchRunner because
-// pass 2 depends on pass 1; this list is pass 1.
+// with every read mode the workers allow at ratio 0.5. Pass 2 takes the two best (cut, read
+// mode) pairs of pass 1 to ratios 0.25, 0.75 and 1.0, then refines the best point found by
+// +-0.1 and, around the best after that, by +-0.05. Cuts and read modes that lose at an even
+// split are not explored further; a pair's rate is close to piecewise linear in the ratio
+// (rising while the trainer limits, falling once the workers or links do), so the refinement
+// lands within 0.05 of its peak. The sweep is built in BenchRunner because pass 2 depends on
+// pass 1; this list is pass 1.
 std::vector<std::string> OracleFirstPass(const PolicyContext& c) {
   std::vector<std::string> runs;
-  std::vector<std::string> reads = {"remote", "local"};
-  if (!c.workers_have_storage) reads = {"local"};
-  for (const std::string& read : reads) {
-    for (int cut = 1; cut <= c.num_ops; ++cut) runs.push_back(Fixed(absl::StrCat(cut), 0.5, read));
-    runs.push_back(Fixed("batch", 0.5, read));
+  std::vector<ReadMode> reads = {ReadMode::kRemoteRead, ReadMode::kLocalRead};
+  if (!c.workers_have_storage) reads = {ReadMode::kLocalRead};
+  for (const ReadMode read : reads) {
+    for (int cut = 1; cut <= c.num_ops; ++cut) runs.push_back(Fixed(cut, 0.5, read));
+    runs.push_back(Fixed(kCutAfterBatch, 0.5, read));
   }
   return runs;
 }
@@ -108,7 +118,7 @@ const std::vector<PolicyDef>& Policies() {
        [](const PolicyContext&) { return std::vector<std::string>{"none"}; }},
       {"full", "everything remote at the after-batch cut (how tf.data service is used by hand)",
        [](const PolicyContext& c) {
-         return std::vector<std::string>{Fixed("batch", 1.0, DefaultRead(c))};
+         return std::vector<std::string>{Fixed(kCutAfterBatch, 1.0, DefaultRead(c))};
        }},
       {"fastflow", "FastFlow's profiling runs and Algorithm 1 (sluice train --policy fastflow)",
        [](const PolicyContext&) { return std::vector<std::string>{"fastflow"}; }},
@@ -589,24 +599,41 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
   // All-local is the grid's ratio 0: counted when `none` ran before.
   if (def->oracle_sweep && measured_.count("none")) SLUICE_RETURN_IF_ERROR(run_one("none"));
   if (def->oracle_sweep) {
-    // Pass 2: the two best (cut, read) pairs at every ratio.
-    std::vector<std::pair<double, json>> ranked;
+    // Pass 2: the two best (cut, read) pairs at 0.25 / 0.75 / 1.0, then the best point
+    // refined by +-0.1 and +-0.05.
+    const auto best_point = [&]() -> std::optional<Placement> {
+      std::optional<Placement> out;
+      double rate = -1;
+      for (const json& r : sweep) {
+        if (!r.contains("samples_per_s") || !r.contains("policy_arg")) continue;
+        StatusOr<Placement> p = ParsePlacement(r["policy_arg"].get<std::string>());
+        if (!p.ok() || r["samples_per_s"].get<double>() <= rate) continue;
+        rate = r["samples_per_s"].get<double>();
+        out = *p;
+      }
+      return out;
+    };
+    std::vector<std::pair<double, Placement>> ranked;
     for (const json& r : sweep) {
-      if (r.contains("samples_per_s")) ranked.push_back({r["samples_per_s"].get<double>(), r});
+      if (!r.contains("samples_per_s") || !r.contains("policy_arg")) continue;
+      StatusOr<Placement> p = ParsePlacement(r["policy_arg"].get<std::string>());
+      if (p.ok()) ranked.push_back({r["samples_per_s"].get<double>(), *p});  // none has no cut
     }
     std::sort(ranked.begin(), ranked.end(),
               [](const auto& a, const auto& b) { return a.first > b.first; });
-    size_t pairs = 0;
-    for (size_t k = 0; k < ranked.size() && pairs < 2; ++k) {
-      const json& plan = ranked[k].second["plan"];
-      if (plan.value("policy", std::string()) == "none") continue;  // ratio 0 has no cut
-      ++pairs;
-      const std::string cut = plan["cut"].is_string() ? plan["cut"].get<std::string>()
-                                                      : absl::StrCat(plan["cut"].get<int>());
-      const std::string read = plan.value("read_mode", std::string("remote"));
-      const std::string read_word = read.find("local") != std::string::npos ? "local" : "remote";
-      for (int r = 1; r <= 10; ++r)
-        SLUICE_RETURN_IF_ERROR(run_one(Fixed(cut, r / 10.0, read_word)));
+    for (size_t k = 0; k < ranked.size() && k < 2; ++k) {
+      for (const double ratio : {0.25, 0.75, 1.0}) {
+        SLUICE_RETURN_IF_ERROR(
+            run_one(Fixed(ranked[k].second.cut, ratio, ranked[k].second.read_mode)));
+      }
+    }
+    for (const double step : {0.1, 0.05}) {
+      const std::optional<Placement> at = best_point();
+      if (!at) break;
+      for (const double ratio : {at->ratio - step, at->ratio + step}) {
+        if (ratio <= 0 || ratio > 1.0 + 1e-9) continue;
+        SLUICE_RETURN_IF_ERROR(run_one(Fixed(at->cut, std::min(1.0, ratio), at->read_mode)));
+      }
     }
   }
   const json* best = nullptr;
@@ -644,7 +671,8 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
   if (def->oracle_sweep) {
     out["pruning"] =
         "pass 1: every cut (1..ops, batch) x read mode at ratio 0.5; pass 2: the two best "
-        "(cut, read mode) pairs at ratios 0.1..1.0; grid points measured by an earlier "
+        "(cut, read mode) pairs at ratios 0.25, 0.75, 1.0, then the best point +-0.1 and "
+        "+-0.05; grid points measured by an earlier "
         "policy of the same bench (none = ratio 0, full = batch/remote/1.0) are reused; the "
         "best point runs once more and samples_per_s is the mean of its two runs";
   }
