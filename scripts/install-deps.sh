@@ -21,12 +21,21 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (make fuzz: clang with libFuzzer and the sanitizer runtimes) and a compiler cache
   clang-14 libclang-rt-14-dev ccache
+  # operations: metrics served over HTTP, checked by promtool and scraped by a real Prometheus
+  # in the tests; systemd-analyze checks the unit in deploy/systemd
+  libcpp-httplib-dev prometheus systemd
   # python side: baselines (PyTorch DataLoader) and plots
   python3 python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-matplotlib python3-yaml python3-scipy
   # the Python package (sluice._core) and its offline install (pip install ./python)
   pybind11-dev python3-dev python3-setuptools python3-wheel python3-pip
 )
+
+# kubectl renders deploy/k8s offline (kubectl kustomize). Debian's kubernetes-client provides
+# it; a kubectl already on PATH (from another source) is used as it is.
+if ! command -v kubectl >/dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

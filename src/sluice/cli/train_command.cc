@@ -128,6 +128,12 @@ int TrainCommand(const std::vector<std::string>& args) {
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
   // summary then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
+  std::string metrics_listen;
+  bool check_flags = false;
+  flags.AddString("metrics-listen", &metrics_listen, "HOST:PORT",
+                  "serve Prometheus metrics on http://HOST:PORT/metrics while training");
+  flags.AddBool("check-flags", &check_flags,
+                "parse and check the flags, then exit 0 without training (deployment checks)");
 
   if (std::optional<int> stop = ParsePipelineCommand(kCommand, flags, args)) return *stop;
   if (json_path == "-" && dump_checksum) {
@@ -138,6 +144,11 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   if (!tls_cert.empty() && tls_ca.empty()) {
     return UsageError(kCommand, "--tls-cert needs --tls-ca", flags.Usage());
+  }
+  if (check_flags) {
+    // Only what the flags say: the files they name may live on another machine.
+    std::printf("sluice %s: flags ok\n", kCommand);
+    return kExitOk;
   }
   // An unreadable credential is the user's mistake, not a worker being down: say so now
   // rather than going on without the workers.

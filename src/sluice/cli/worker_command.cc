@@ -70,6 +70,18 @@ int WorkerCommand(const std::vector<std::string>& args) {
                   "close a session whose trainer sends nothing for S seconds (0: never)", 0, 86400);
   flags.AddInt("max-pending-streams", &max_pending_streams, "N",
                "streams connected without their Open message yet; one more is refused", 1, 100000);
+  std::string metrics_listen;
+  double drain_s = 30;
+  bool check_flags = false;
+  flags.AddString("metrics-listen", &metrics_listen, "HOST:PORT",
+                  "serve Prometheus metrics on http://HOST:PORT/metrics, and /healthz (alive) "
+                  "and /readyz (serving) for probes that cannot speak gRPC");
+  flags.AddDouble("drain-s", &drain_s, "S",
+                  "on SIGTERM: stop taking splits, finish or hand back the ones held for up to "
+                  "S seconds, tell the trainers, exit 0",
+                  0, 3600);
+  flags.AddBool("check-flags", &check_flags,
+                "parse and check the flags, then exit 0 without serving (deployment checks)");
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError("worker", std::string(s.message()), flags.Usage());
   }
@@ -90,6 +102,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
   }
   if (!flags.positional().empty()) {
     return UsageError("worker", "takes no positional arguments", flags.Usage());
+  }
+  if (check_flags) {
+    // Only what the flags say: the files they name may live on another machine.
+    std::printf("sluice worker: flags ok\n");
+    return kExitOk;
   }
   options.worker.threads = static_cast<int>(threads);
   options.worker.limits.max_image_pixels = max_image_pixels;
