@@ -4,14 +4,17 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
+#include "sluice/metrics/http_server.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/worker_metrics.h"
 #include "sluice/testbed/scenario.h"
 
 namespace sluice::cli {
@@ -144,12 +147,28 @@ int WorkerCommand(const std::vector<std::string>& args) {
 
   auto server = rpc::GrpcWorkerServer::Start(options);
   if (!server.ok()) return ReportError("worker", server.status());
+  rpc::GrpcWorkerServer* grpc_server = server->get();
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (!metrics_listen.empty()) {
+    auto started = metrics::MetricsServer::Start(
+        metrics_listen,
+        [grpc_server] {
+          return rpc::WorkerMetricFamilies(grpc_server->service(), grpc_server->NotReadyReason());
+        },
+        [grpc_server] { return grpc_server->NotReadyReason(); });
+    if (!started.ok()) return ReportError("worker", started.status());
+    metrics_server = *std::move(started);
+  }
   const rpc::WorkerInfo info = (*server)->service().Info();
   std::printf("listening on %s (sluice %s, %d threads, %s%s)\n", (*server)->address().c_str(),
               info.version.c_str(), info.threads,
               options.tls_cert_file.empty() ? "plaintext" : "TLS",
               options.token.empty() ? "" : ", token required");
+  if (metrics_server != nullptr) {
+    std::printf("metrics on http://%s/metrics\n", metrics_server->address().c_str());
+  }
   std::fflush(stdout);
+  (*server)->MarkStarted();
   if (options.worker.data_root.empty()) {
     std::fprintf(stderr,
                  "sluice worker: no --data-root: this worker reads no files; it serves "
@@ -168,6 +187,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   std::fprintf(stderr, "sluice worker: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   (*server)->Shutdown(/*grace_s=*/2.0);
   (*server)->Wait();
+  metrics_server.reset();  // its callbacks read the server
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 #include "sluice/rpc/grpc_worker_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -271,7 +273,10 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     request.max_message_bytes = o.max_message_bytes();
     request.peer = ctx->peer();
     auto opened = service_->OpenSession(request);
-    if (!opened.ok()) return ToGrpc(opened.status());
+    if (!opened.ok()) {
+      service_->CountRefused(opened.status());
+      return ToGrpc(opened.status());
+    }
     std::shared_ptr<WorkerSession> session = *std::move(opened);
     // When the lease expires and this handler is stuck (a write to a trainer that stopped
     // reading), the service cancels the call through this; `call` is cleared before ctx goes.
@@ -370,6 +375,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
     if (it == md.end()) {
+      service_->CountRefused(absl::UnauthenticatedError("missing bearer token"));
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "missing bearer token: this worker requires 'authorization: Bearer "
                           "<token>' (the trainer's --token-file)");
@@ -377,6 +383,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     const std::string_view got(it->second.data(), it->second.size());
     const std::string expected = "Bearer " + token_;
     if (!ConstantTimeEquals(got, expected)) {
+      service_->CountRefused(absl::UnauthenticatedError("wrong bearer token"));
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token");
     }
     return grpc::Status::OK;
@@ -444,6 +451,7 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
                              std::max(1, options.max_pending_streams), options.open_timeout_s);
   const int max_message = static_cast<int>(
       std::min<size_t>(options.worker.max_message_bytes, std::numeric_limits<int>::max()));
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, creds, &server->port_);
   builder.RegisterService(server->impl_.get());
@@ -464,10 +472,68 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   const size_t colon = options.listen.rfind(':');
   server->address_ = absl::StrCat(options.listen.substr(0, colon == std::string::npos ? 0 : colon),
                                   ":", server->port_);
+  server->UpdateHealth();  // NOT_SERVING: starting
+  GrpcWorkerServer* self = server.get();
+  server->health_thread_ = std::thread([self] {
+    std::unique_lock<std::mutex> lock(self->mu_);
+    while (!self->shut_down_) {
+      self->health_cv_.wait_for(lock, std::chrono::duration<double>(kHealthCheckPeriodS));
+      if (self->shut_down_) break;
+      lock.unlock();
+      self->UpdateHealth();
+      lock.lock();
+    }
+  });
   return server;
 }
 
-GrpcWorkerServer::~GrpcWorkerServer() { Shutdown(0); }
+GrpcWorkerServer::~GrpcWorkerServer() {
+  Shutdown(0);
+  if (health_thread_.joinable()) health_thread_.join();
+}
+
+void GrpcWorkerServer::MarkStarted() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+  }
+  UpdateHealth();
+}
+
+std::string GrpcWorkerServer::UpdateHealth() {
+  bool started, shut_down;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started = started_;
+    shut_down = shut_down_;
+  }
+  std::string why;
+  if (shut_down) {
+    why = "shutting down";
+  } else if (!started) {
+    why = "starting";
+  } else if (const std::string& root = service_->options().data_root; !root.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(root, ec) || access(root.c_str(), R_OK | X_OK) != 0) {
+      why = absl::StrCat("data root ", root, " is not a folder this process can read");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  not_ready_ = why;
+  if (server_ != nullptr && !shut_down_) {
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    if (health != nullptr) {
+      health->SetServingStatus(why.empty());
+      health->SetServingStatus(kHealthServiceName, why.empty());
+    }
+  }
+  return why;
+}
+
+std::string GrpcWorkerServer::NotReadyReason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return not_ready_;
+}
 
 int GrpcWorkerServer::pending_streams() const { return impl_ ? impl_->pending_streams() : 0; }
 
@@ -476,7 +542,13 @@ void GrpcWorkerServer::Shutdown(double grace_s) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    not_ready_ = "shutting down";
+    if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+      // NOT_SERVING for good: the health service answers so until the server stops.
+      server_->GetHealthCheckService()->Shutdown();
+    }
   }
+  health_cv_.notify_all();
   if (service_) service_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +

@@ -16,14 +16,23 @@
 // that has not sent its Open yet counts against max_pending_streams (the next one gets
 // RESOURCE_EXHAUSTED) and is cancelled after open_timeout_s.
 //
+// Health: the standard gRPC health service (grpc.health.v1) answers for "" and for
+// kHealthServiceName. It says NOT_SERVING from Start() until MarkStarted(), while the data
+// root cannot be read (checked every kHealthCheckPeriodS, and by UpdateHealth()), and from
+// the moment the worker drains or shuts down; SERVING otherwise. NotReadyReason() says why in
+// words (the metrics port's /readyz).
+//
 // Thread-safety: Start() returns a running server; Shutdown() and Wait() may be called from
 // any thread (Shutdown is idempotent). The destructor shuts down.
 #ifndef SLUICE_RPC_GRPC_WORKER_SERVER_H_
 #define SLUICE_RPC_GRPC_WORKER_SERVER_H_
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "sluice/core/status.h"
 #include "sluice/rpc/worker_service.h"
@@ -53,6 +62,13 @@ inline constexpr int kKeepaliveTimeoutMs = 20000;
 // timer jitter never makes a well-behaved client look abusive (gRPC closes connections that
 // ping more often than the server allows).
 inline constexpr int kMinPingIntervalMs = kKeepaliveTimeMs / 2;
+
+// The service name the health service answers for besides "" (the whole server).
+inline constexpr char kHealthServiceName[] = "sluice.Worker";
+// How often the server re-checks its data root for the health service: a probe period of
+// Kubernetes' default (10 s) sees a lost data root at its next probe, and a stat() a second
+// costs nothing.
+inline constexpr double kHealthCheckPeriodS = 1.0;
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free one
@@ -97,6 +113,14 @@ class GrpcWorkerServer {
 
   // Ends every session, then stops the server, letting calls finish for `grace_s`.
   void Shutdown(double grace_s = 2.0);
+
+  // The process is ready to serve (the health service may say SERVING from now on).
+  void MarkStarted();
+  // Re-checks health now and publishes it; returns why the worker is not serving ("starting",
+  // "data root /d: ...", "draining", "shutting down"), empty when it is.
+  std::string UpdateHealth();
+  // The reason as last checked; empty: serving. Thread-safe.
+  std::string NotReadyReason() const;
   // Blocks until the server has shut down.
   void Wait();
 
@@ -109,8 +133,12 @@ class GrpcWorkerServer {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool shut_down_ = false;
+  bool started_ = false;
+  std::string not_ready_ = "starting";
+  std::condition_variable health_cv_;
+  std::thread health_thread_;
 };
 
 }  // namespace sluice::rpc

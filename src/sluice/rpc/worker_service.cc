@@ -42,6 +42,11 @@ struct WorkerSession::Shared {
   std::function<int64_t()> clock;             // set once at construction; null: NowNanos
   uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
   int64_t expired ABSL_GUARDED_BY(mu) = 0;
+  WorkerCounters counters;
+  // What closed sessions ran, per op name (their counters end with them).
+  std::vector<pipeline::OpStatsSnapshot> retired_ops ABSL_GUARDED_BY(mu);
+  // The totals the last OpTotals returned (they only grow).
+  std::vector<pipeline::OpStatsSnapshot> reported_ops ABSL_GUARDED_BY(mu);
 
   int64_t Now() const { return clock ? clock() : NowNanos(); }
 
@@ -65,6 +70,19 @@ namespace {
 constexpr size_t kMessageOverhead = 4096;
 
 size_t SamplesIn(const Element& e) { return e.members.empty() ? 1 : e.members.size(); }
+
+// `sum` += `op`, matched by name (an op that appears twice in a spec is one series).
+void AddOpTotals(std::vector<pipeline::OpStatsSnapshot>& sum, const pipeline::OpStatsSnapshot& op) {
+  for (pipeline::OpStatsSnapshot& s : sum) {
+    if (s.name != op.name) continue;
+    s.samples += op.samples;
+    s.cpu_ns += op.cpu_ns;
+    s.bytes_out += op.bytes_out;
+    s.errors += op.errors;
+    return;
+  }
+  sum.push_back(op);
+}
 
 }  // namespace
 
@@ -108,9 +126,14 @@ void WorkerSession::ReleaseSlot() {
     if (slot_released_) return;
     slot_released_ = true;
   }
+  const std::vector<WorkerOpMetrics> ran = stats_ ? Metrics() : std::vector<WorkerOpMetrics>{};
   std::lock_guard<std::mutex> lock(shared_->mu);
   --shared_->open;
   shared_->reserved -= reservation_;
+  for (const WorkerOpMetrics& m : ran) {
+    AddOpTotals(shared_->retired_ops, {m.name, m.samples, m.cpu_ns, m.bytes_out, m.errors});
+  }
+  retired_ = true;
 }
 
 Status WorkerSession::AddEncodedSplit(uint64_t split_id, std::string_view header,
@@ -162,6 +185,9 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
     split.finished.assign(elements.size(), false);
   }
   input_bytes_ += bytes;
+  shared_->counters.splits_received.fetch_add(1, std::memory_order_relaxed);
+  shared_->counters.bytes_received.fetch_add(static_cast<int64_t>(bytes),
+                                             std::memory_order_relaxed);
   for (size_t i = 0; i < elements.size(); ++i) {
     const size_t b = elements[i].nbytes();
     work_.push_back(WorkItem{split_id, i, std::move(elements[i]), b});
@@ -278,6 +304,16 @@ size_t WorkerSession::peak_buffered_bytes() const {
 
 void WorkerSession::NotePeakLocked() {
   peak_buffered_ = std::max(peak_buffered_, BufferedLocked());
+}
+
+WorkerSession::Depths WorkerSession::depths() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Depths d;
+  d.open_splits = static_cast<int64_t>(splits_.size());
+  d.queued_inputs = static_cast<int64_t>(work_.size());
+  d.queued_outputs = static_cast<int64_t>(outputs_.size());
+  d.buffered_bytes = static_cast<int64_t>(BufferedLocked());
+  return d;
 }
 
 std::vector<WorkerOpMetrics> WorkerSession::Metrics() const {
@@ -502,9 +538,13 @@ void WorkerSession::Flush(FlushJob job) {
     FailLocked(status);
     return;
   }
+  WorkerCounters& counters = shared_->counters;
   for (WorkerOutput& out : chunks) {
     unacked_bytes_ += out.chunk.wire_bytes();
     it->second.delivered += out.samples;
+    counters.samples_sent.fetch_add(static_cast<int64_t>(out.samples), std::memory_order_relaxed);
+    counters.bytes_sent[static_cast<int>(codec_)].fetch_add(
+        static_cast<int64_t>(out.chunk.wire_bytes()), std::memory_order_relaxed);
     outputs_.push_back(std::move(out));
   }
   NotePeakLocked();
@@ -534,6 +574,7 @@ void WorkerSession::MaybeFinishSplitLocked(uint64_t split_id) {
 void WorkerSession::FailLocked(Status status) {
   if (failed_ || cancelled_) return;
   failed_ = true;
+  shared_->counters.sessions_failed.fetch_add(1, std::memory_order_relaxed);
   work_.clear();
   input_bytes_ = 0;
   WorkerOutput out;
@@ -670,6 +711,67 @@ int WorkerService::ExpireLeases() {
 int64_t WorkerService::expired_sessions() const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->expired;
+}
+
+const WorkerCounters& WorkerService::counters() const { return shared_->counters; }
+
+void WorkerService::CountRefused(const Status& status) const {
+  WorkerCounters& c = shared_->counters;
+  std::atomic<int64_t>* n = nullptr;
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      n = &c.refused_capacity;
+      break;
+    case absl::StatusCode::kInvalidArgument:
+      n = &c.refused_spec;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      n = &c.refused_version;
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      n = &c.refused_unauthenticated;
+      break;
+    default:
+      n = &c.refused_unavailable;
+  }
+  n->fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<pipeline::OpStatsSnapshot> WorkerService::OpTotals() const {
+  // The closed sessions' totals and the sessions not yet among them, in one critical section
+  // of the lock ReleaseSlot adds them under: no session is counted twice or not at all.
+  std::vector<pipeline::OpStatsSnapshot> out;
+  std::vector<std::shared_ptr<WorkerSession>> open;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    out = shared_->retired_ops;
+    for (const auto& weak : shared_->sessions) {
+      std::shared_ptr<WorkerSession> s = weak.lock();
+      if (s != nullptr && !s->retired_ && s->stats_ != nullptr) open.push_back(std::move(s));
+    }
+  }
+  for (const auto& session : open) {
+    for (const WorkerOpMetrics& m : session->Metrics()) {
+      AddOpTotals(out, {m.name, m.samples, m.cpu_ns, m.bytes_out, m.errors});
+    }
+  }
+  // A session between its last reference and its retirement is in neither list for a moment:
+  // a total never goes below what an earlier scrape saw (Prometheus reads a drop as a reset).
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  std::vector<pipeline::OpStatsSnapshot>& seen = shared_->reported_ops;
+  for (pipeline::OpStatsSnapshot& op : out) {
+    auto it = std::find_if(seen.begin(), seen.end(),
+                           [&op](const pipeline::OpStatsSnapshot& s) { return s.name == op.name; });
+    if (it == seen.end()) {
+      seen.push_back(op);
+      continue;
+    }
+    op.samples = it->samples = std::max(it->samples, op.samples);
+    op.cpu_ns = it->cpu_ns = std::max(it->cpu_ns, op.cpu_ns);
+    op.bytes_out = it->bytes_out = std::max(it->bytes_out, op.bytes_out);
+    op.errors = it->errors = std::max(it->errors, op.errors);
+  }
+  return out;
 }
 
 WorkerService::~WorkerService() {
@@ -873,6 +975,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     s.reservation_ = s.window_ + s.max_input_bytes_;
     shared_->reserved += s.reservation_;
     ++shared_->open;
+    shared_->counters.sessions_opened.fetch_add(1, std::memory_order_relaxed);
     s.info_.id = ++shared_->next_id;
     s.slot_released_ = false;
     s.last_heard_ns_ = shared_->Now();

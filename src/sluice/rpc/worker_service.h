@@ -109,6 +109,25 @@ struct WorkerOptions {
   std::function<int64_t()> clock;
 };
 
+// Totals since the worker started, for its metrics (rpc/worker_metrics.h): counted where the
+// work happens anyway, relaxed atomics, read at scrape time.
+struct WorkerCounters {
+  std::atomic<int64_t> samples_sent{0};
+  std::atomic<int64_t> bytes_sent[3] = {};  // wire bytes of the chunks, by Codec
+  std::atomic<int64_t> bytes_received{0};   // payload of the splits trainers sent
+  std::atomic<int64_t> splits_received{0};
+  std::atomic<int64_t> splits_done{0};
+  std::atomic<int64_t> sessions_opened{0};
+  std::atomic<int64_t> sessions_failed{0};  // a session ended by an error it reported
+  // Opens refused, by cause: capacity (sessions or memory), spec (invalid), version,
+  // unavailable (shutting down or draining), unauthenticated (token).
+  std::atomic<int64_t> refused_capacity{0};
+  std::atomic<int64_t> refused_spec{0};
+  std::atomic<int64_t> refused_version{0};
+  std::atomic<int64_t> refused_unavailable{0};
+  std::atomic<int64_t> refused_unauthenticated{0};
+};
+
 // What the trainer asks for when it opens a session (the Open message).
 struct OpenRequest {
   std::string spec_json;  // canonical JSON (any spelling ParseSpec accepts)
@@ -179,6 +198,15 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   void SetExpiryHook(std::function<void()> hook);
   // True once the lease expired.
   bool expired() const;
+
+  // How much the session holds now (for metrics).
+  struct Depths {
+    int64_t open_splits = 0;
+    int64_t queued_inputs = 0;   // samples waiting for a thread
+    int64_t queued_outputs = 0;  // chunks waiting for the transport
+    int64_t buffered_bytes = 0;
+  };
+  Depths depths() const;
   // Heartbeats received (for monitoring and tests).
   int64_t heartbeats() const;
   // No more splits: the session ends once every split is done and its output taken.
@@ -298,6 +326,8 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   int64_t next_metrics_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // True until the session takes a slot in OpenSession (and again once it gave it back).
   bool slot_released_ ABSL_GUARDED_BY(mu_) = true;
+  // Its op counters were added to the service's totals (guarded by Shared::mu).
+  bool retired_ = false;
   size_t reservation_ = 0;  // of the worker's memory budget, given back with the slot
   int64_t last_heard_ns_ ABSL_GUARDED_BY(mu_) = 0;  // the last message from the trainer
   int64_t heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
@@ -335,6 +365,14 @@ class WorkerService {
   int ExpireLeases();
   // Sessions expired since the start.
   int64_t expired_sessions() const;
+  // The counters since the start (the transport adds the opens it refuses: CountRefused).
+  const WorkerCounters& counters() const;
+  // Counts a refused open by its status: ResourceExhausted (capacity), InvalidArgument (spec),
+  // FailedPrecondition (version), Unavailable, Unauthenticated.
+  void CountRefused(const Status& status) const;
+  // Per op (by name, in first-seen order), what every session ran here since the start: the
+  // closed sessions' totals plus the open ones' counters.
+  std::vector<pipeline::OpStatsSnapshot> OpTotals() const;
   // Cancels every open session and refuses new ones.
   void Shutdown();
 
