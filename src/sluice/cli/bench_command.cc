@@ -89,8 +89,9 @@ ReadMode DefaultRead(const PolicyContext& c) {
 // The oracle's sweep, pruned in two passes. Pass 1 runs every cut (1..num_ops and `batch`)
 // with every read mode the workers allow at ratio 0.5. Pass 2 takes the two best (cut, read
 // mode) pairs of pass 1 to ratios 0.25, 0.75 and 1.0, then refines the best point found by
-// +-0.1 and, around the best after that, by +-0.05. Cuts and read modes that lose at an even
-// split are not explored further; a pair's rate is close to piecewise linear in the ratio
+// +-0.1 and, around the best after that, by +-0.05, and runs the best point with lz4 and
+// with zstd (the codec is part of every plan a planner chooses). Cuts and read modes that
+// lose at an even split are not explored further; a pair's rate is close to piecewise linear in the ratio
 // (rising while the trainer limits, falling once the workers or links do), so the refinement
 // lands within 0.05 of its peak. The sweep is built in BenchRunner because pass 2 depends on
 // pass 1; this list is pass 1.
@@ -635,6 +636,14 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
         SLUICE_RETURN_IF_ERROR(run_one(Fixed(at->cut, std::min(1.0, ratio), at->read_mode)));
       }
     }
+    // The codecs, at the best point: compression is part of the plans the planners choose.
+    if (const std::optional<Placement> at = best_point()) {
+      for (const Codec codec : {Codec::kLz4, Codec::kZstd}) {
+        Placement p = *at;
+        p.codec = codec;
+        SLUICE_RETURN_IF_ERROR(run_one(PlacementString(p)));
+      }
+    }
   }
   const json* best = nullptr;
   for (const json& r : sweep) {
@@ -672,7 +681,7 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
     out["pruning"] =
         "pass 1: every cut (1..ops, batch) x read mode at ratio 0.5; pass 2: the two best "
         "(cut, read mode) pairs at ratios 0.25, 0.75, 1.0, then the best point +-0.1 and "
-        "+-0.05; grid points measured by an earlier "
+        "+-0.05, then the best point with lz4 and zstd; grid points measured by an earlier "
         "policy of the same bench (none = ratio 0, full = batch/remote/1.0) are reused; the "
         "best point runs once more and samples_per_s is the mean of its two runs";
   }

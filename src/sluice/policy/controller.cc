@@ -119,6 +119,8 @@ bool Controller::Differs(const RateStats& better, const RateStats& worse) const 
   if (better.n < options_.min_measured_periods || worse.n < options_.min_measured_periods) {
     return false;
   }
+  // A lower bound above another rate is evidence; another rate above a lower bound is not.
+  if (worse.lower_bound) return false;
   const double gap = better.Mean() - worse.Mean();
   const double noise = options_.noise_z * std::hypot(better.StdErr(), worse.StdErr());
   return gap > noise && gap > options_.min_rate_gap * better.Mean();
@@ -180,6 +182,7 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
     Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
                 {}, before};
     for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);
+    local.rate.lower_bound = true;
     tried_.push_back(std::move(local));
   }
   current_ = tried_.size();
@@ -506,7 +509,9 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   // The plan's own rate, once the streams have settled after the change.
   if (t - last_change_t_ >= options_.settle_s && m.samples_per_s > 0 &&
       current_ < tried_.size()) {
-    tried_[current_].rate.Add(m.samples_per_s);
+    RateStats& rate = tried_[current_].rate;
+    if (rate.lower_bound) rate = RateStats{};  // a steady-state reading replaces the bound
+    rate.Add(m.samples_per_s);
   }
   if (std::optional<TimelineEntry> back = MaybeRollback(t)) return *back;
   if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;

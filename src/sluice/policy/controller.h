@@ -152,6 +152,12 @@ class Controller {
     int n = 0;
     double sum = 0;
     double sum_sq = 0;
+    // The readings are a lower bound of the plan's steady rate, not a sample of it: the
+    // all-local rate measured before the first plan, whose window includes the start-up
+    // (threads spinning up, queues filling, files read for the first time). Such a rate can
+    // show another plan worse, never better; the first period measured in steady state
+    // replaces it.
+    bool lower_bound = false;
     void Add(double rate);
     double Mean() const { return n > 0 ? sum / n : 0; }
     double StdErr() const;  // of the mean; 0 with fewer than 2 periods

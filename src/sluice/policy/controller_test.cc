@@ -429,6 +429,28 @@ TEST(ControllerTest, AnOffloadThatMeasuresSlowerThanAllLocalIsUndone) {
   EXPECT_THAT(e.reason, HasSubstr("under the 555"));
 }
 
+// The all-local rate measured before the first plan includes the start-up, so it is a lower
+// bound: an offload that measured above it is no reason to keep offloading once the model
+// says all-local is best. The controller goes to all-local and measures it; all-local's
+// steady rate above the offload's keeps it there.
+TEST(ControllerTest, TheStartUpAllLocalRateIsALowerBoundNotEvidenceAgainstAllLocal) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  Feed(c, 1, 6, 600);  // above the start-up reading
+  // Receiving turns out to cost the trainer more than processing a sample locally, at any cut.
+  const TimelineEntry r = c.RecalibrateReceive(7, 20e-3, 1e-6);
+  EXPECT_FALSE(c.plan().offload) << r.reason;
+  EXPECT_THAT(r.reason, ::testing::Not(HasSubstr("already measured worse")));
+  for (int t = 8; t < 40; ++t) {
+    const TimelineEntry e = c.Observe(OnPlan(c, t, 0.5, 700));
+    EXPECT_NE(e.kind, DecisionKind::kRollback) << t << ": " << e.reason;
+  }
+  EXPECT_FALSE(c.plan().offload);
+  // A lower bound above a plan's rate is evidence: that is covered by
+  // AnOffloadThatMeasuresSlowerThanAllLocalIsUndone.
+}
+
 // A worker that measures far under what it claims: whatever the controller tries, a plan
 // measured under all-local goes back to all-local, and trials are bounded.
 TEST(ControllerTest, OffloadingThatNeverBeatsAllLocalEndsAllLocalAfterBoundedTrials) {
