@@ -110,6 +110,9 @@ class Loader:
     sample_ids   add a field "sample_id": int64 [n, 2] of (epoch, index) per sample.
     require_workers  with an offloading policy, raise ConnectionError when no worker can be
                  reached at start (False: warn and run locally, retrying in the background).
+    metrics_port serve Prometheus metrics on http://0.0.0.0:PORT/metrics for the Loader's
+                 life (an int; or "HOST:PORT" to choose the interface; 0: any free port, see
+                 `metrics_address`). docs/metrics.md lists the metrics.
 
     Errors: ValueError for a bad spec, argument or policy; FileNotFoundError when the
     source matches no file; ConnectionError when no worker is reachable; RuntimeError when
@@ -119,7 +122,7 @@ class Loader:
     def __init__(self, spec, workers=None, policy="auto", epochs=None, threads=None,
                  token=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
                  sample_ids=False, require_workers=True, connect_timeout_s=5.0,
-                 split_size=None, measure_s=2.0, metric_store=None):
+                 split_size=None, measure_s=2.0, metric_store=None, metrics_port=None):
         self.spec = as_spec(spec)
         self._json = self.spec.to_json()
         self._spec_epochs = self.spec.to_dict().get("epochs", 1)
@@ -149,6 +152,12 @@ class Loader:
         if not 0.05 <= self._measure_s <= 600:
             raise ValueError(f"measure_s: must be in [0.05, 600] seconds, got {measure_s!r}")
         self._metric_store = _metric_store_text(metric_store)
+        self._metrics = None
+        if metrics_port is not None:
+            if isinstance(metrics_port, bool) or not isinstance(metrics_port, (int, str)):
+                raise ValueError(f"metrics_port: a port number or 'HOST:PORT', got {metrics_port!r}")
+            listen = f"0.0.0.0:{metrics_port}" if isinstance(metrics_port, int) else metrics_port
+            self._metrics = _core.MetricsServer(listen)
         self._said = set()  # log lines said once per loader (the reason it runs locally)
         self._fingerprint = self.spec.fingerprint()
         self._lock = threading.RLock()
@@ -190,7 +199,7 @@ class Loader:
             self._json, workers=self.workers, policy=self.policy, threads=self._threads,
             epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
             first_epoch=first_epoch, consumed=consumed, measure_s=self._measure_s,
-            metric_store=self._metric_store, **self._credentials)
+            metric_store=self._metric_store, metrics=self._metrics, **self._credentials)
         self._samples_per_epoch = self._core.samples_per_epoch
         self._emit_warnings()
         if self.workers and self._require_workers and self._policy_name != "none":
@@ -390,6 +399,8 @@ class Loader:
                 self._final_report = self._core.report()
                 self._core.close()
                 self._core = None
+            if self._metrics is not None:
+                self._metrics.close()
             self._closed = True
 
     def __enter__(self):
@@ -403,6 +414,14 @@ class Loader:
         core = getattr(self, "_core", None)
         if core is not None:
             core.close()
+        server = getattr(self, "_metrics", None)
+        if server is not None:
+            server.close()
+
+    @property
+    def metrics_address(self):
+        """HOST:PORT the metrics are served on (None without metrics_port)."""
+        return self._metrics.address if self._metrics is not None else None
 
     @property
     def samples_per_epoch(self):

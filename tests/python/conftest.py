@@ -79,9 +79,10 @@ def free_port():
 class Worker:
     """A `sluice worker` subprocess on 127.0.0.1 that reads files under `data_root`."""
 
-    def __init__(self, binary, data_root, threads=1):
+    def __init__(self, binary, data_root, threads=1, extra=()):
         self.proc = subprocess.Popen([str(binary), "worker", "--listen", "127.0.0.1:0",
-                                      "--threads", str(threads), "--data-root", str(data_root)],
+                                      "--threads", str(threads), "--data-root", str(data_root),
+                                      *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+)", line)

@@ -26,11 +26,12 @@
 #include "sluice/cli/progress.h"
 #include "sluice/cli/report.h"
 #include "sluice/core/clock.h"
+#include "sluice/metrics/http_server.h"
 #include "sluice/pipeline/spec.h"
-#include "sluice/rpc/grpc_worker_server.h"
-#include "sluice/rpc/tls_files.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
+#include "sluice/rpc/grpc_worker_server.h"
+#include "sluice/rpc/tls_files.h"
 #include "sluice/runtime/policy_runner.h"
 #include "sluice/runtime/train.h"
 
@@ -281,6 +282,17 @@ int TrainCommand(const std::vector<std::string>& args) {
     std::fprintf(events.get(), "%s\n", j.dump().c_str());
     std::fflush(events.get());
   };
+
+  // --metrics-listen: served from before the first plan (planning is part of what to watch).
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (!metrics_listen.empty()) {
+    ro.metrics = std::make_shared<runtime::TrainerMetrics>();
+    auto started = metrics::MetricsServer::Start(
+        metrics_listen, [m = ro.metrics] { return m->Families(); });
+    if (!started.ok()) return ReportError(kCommand, started.status());
+    metrics_server = *std::move(started);
+    ro.log(absl::StrCat("metrics on http://", metrics_server->address(), "/metrics"));
+  }
 
   StatusOr<std::unique_ptr<runtime::PolicyRunner>> opened =
       runtime::PolicyRunner::Open(spec, ro);

@@ -39,18 +39,20 @@
 
 #include "sluice/cli/checksum.h"
 #include "sluice/core/allocator.h"
+#include "sluice/core/clock.h"
 #include "sluice/core/element.h"
 #include "sluice/core/status.h"
 #include "sluice/core/tensor.h"
+#include "sluice/metrics/http_server.h"
 #include "sluice/ops/registry.h"
 #include "sluice/pipeline/build.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
-#include "sluice/core/clock.h"
 #include "sluice/runtime/loader.h"
 #include "sluice/runtime/policy_runner.h"
 #include "sluice/runtime/train.h"
+#include "sluice/runtime/trainer_metrics.h"
 
 namespace py = pybind11;
 
@@ -322,6 +324,28 @@ struct LoaderArgs {
   // Resume: every epoch before first_epoch done; bitmaps of consumed samples by epoch.
   uint32_t first_epoch = 0;
   std::map<uint32_t, std::string> consumed;
+  // Where this pass's metrics go (the Python Loader's metrics server; null: none).
+  std::shared_ptr<runtime::TrainerMetrics> metrics;
+};
+
+// The Python Loader's metrics: one server for the Loader's whole life, fed by each pass.
+class PyMetricsServer {
+ public:
+  explicit PyMetricsServer(const std::string& listen)
+      : metrics_(std::make_shared<runtime::TrainerMetrics>()) {
+    server_ = ValueOrThrow(metrics::MetricsServer::Start(
+        listen, [m = metrics_] { return m->Families(); }));
+  }
+  std::string address() const { return server_->address(); }
+  const std::shared_ptr<runtime::TrainerMetrics>& metrics() const { return metrics_; }
+  void Close() {
+    py::gil_scoped_release release;
+    server_.reset();
+  }
+
+ private:
+  std::shared_ptr<runtime::TrainerMetrics> metrics_;
+  std::unique_ptr<metrics::MetricsServer> server_;
 };
 
 // Python's logging levels.
@@ -340,6 +364,7 @@ class PyLoader {
     options.base.threads = args.threads;
     options.base.split_size = args.split_size;
     options.measure_s = args.measure_s;
+    options.metrics = args.metrics;
     if (args.metric_store != "off") {
       policy::MetricStoreOptions store;
       store.dir = args.metric_store;
@@ -693,6 +718,12 @@ PYBIND11_MODULE(_core, m) {
       .def("data_pointers", &Batch::DataPointers, "{field: address of the C++ buffer}")
       .def("digests", &Batch::Digests, "per-sample digests as `sluice run --dump-checksum`");
 
+  py::class_<PyMetricsServer>(m, "MetricsServer")
+      .def(py::init<const std::string&>(), py::arg("listen"),
+           "serves the loader's metrics on http://LISTEN/metrics (HOST:PORT; port 0: any)")
+      .def_property_readonly("address", &PyMetricsServer::address)
+      .def("close", &PyMetricsServer::Close);
+
   py::class_<PyLoader>(m, "Loader")
       .def(py::init([](const std::string& spec_json, const std::vector<std::string>& workers,
                        const std::string& policy, int threads, int64_t epochs,
@@ -701,7 +732,7 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& tls_key, double connect_timeout_s,
                        uint64_t split_size, uint32_t first_epoch,
                        const std::map<uint32_t, py::bytes>& consumed, double measure_s,
-                       const std::string& metric_store) {
+                       const std::string& metric_store, const PyMetricsServer* metrics) {
              LoaderArgs a;
              a.spec_json = spec_json;
              a.workers = workers;
@@ -718,6 +749,7 @@ PYBIND11_MODULE(_core, m) {
              a.first_epoch = first_epoch;
              a.measure_s = measure_s;
              a.metric_store = metric_store;
+             if (metrics != nullptr) a.metrics = metrics->metrics();
              for (const auto& [epoch, bits] : consumed) a.consumed[epoch] = std::string(bits);
              return std::make_unique<PyLoader>(a);
            }),
@@ -727,7 +759,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("connect_timeout_s") = 5.0,
            py::arg("split_size") = 0, py::arg("first_epoch") = 0,
            py::arg("consumed") = std::map<uint32_t, py::bytes>{}, py::arg("measure_s") = 2.0,
-           py::arg("metric_store") = "")
+           py::arg("metric_store") = "", py::arg("metrics") = nullptr)
       .def("next", &PyLoader::Next)
       .def("cancel", &PyLoader::Cancel)
       .def("close", &PyLoader::Close)

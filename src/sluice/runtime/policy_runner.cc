@@ -276,6 +276,30 @@ Status PolicyRunner::GetNext(Element* out, bool* end_of_stream, const ConsumerTi
 }
 
 Status PolicyRunner::Next(Element* out, bool* end_of_stream, const ConsumerTimes* times) {
+  const int64_t entered = options_.metrics != nullptr ? NowNanos() : 0;
+  Status s = NextBatch(out, end_of_stream, times);
+  if (options_.metrics != nullptr && s.ok() && !*end_of_stream) {
+    RecordMetrics(entered, times, *out);
+  }
+  return s;
+}
+
+void PolicyRunner::RecordMetrics(int64_t entered_ns, const ConsumerTimes* times,
+                                 const Element& batch) {
+  const int64_t now = NowNanos();
+  // The consumer asked at `asked`; it had been computing since it took the previous batch.
+  const int64_t asked = times != nullptr ? times->asked_ns : entered_ns;
+  const int64_t took = times != nullptr ? times->took_previous_ns : last_return_ns_;
+  options_.metrics->Observe(now - asked, took >= 0 ? asked - took : -1, SamplesOf(batch));
+  last_return_ns_ = now;
+  if (!options_.metrics->ReportDue(now)) return;
+  const RunnerReport r = Report();
+  std::map<std::string, int64_t> decisions;
+  for (const policy::TimelineEntry& e : r.timeline) ++decisions[policy::DecisionKindName(e.kind)];
+  options_.metrics->SetReport(r.parsed.name, r.loader, r.plan, decisions);
+}
+
+Status PolicyRunner::NextBatch(Element* out, bool* end_of_stream, const ConsumerTimes* times) {
   if (auto_ != nullptr) {
     return times != nullptr ? auto_->GetNext(out, end_of_stream, *times)
                             : auto_->GetNext(out, end_of_stream);

@@ -39,6 +39,7 @@
 #include "sluice/policy/profile.h"
 #include "sluice/runtime/loader.h"
 #include "sluice/runtime/train.h"
+#include "sluice/runtime/trainer_metrics.h"
 
 namespace sluice::runtime {
 
@@ -66,6 +67,9 @@ struct RunnerOptions {
   std::function<void(const std::string&)> log;
   // Every planner decision as it is applied (the first plan, each re-plan).
   std::function<void(const policy::TimelineEntry&)> on_decision;
+  // Where the run's metrics go (each batch's wait, and the report about once a second);
+  // null: none are kept.
+  std::shared_ptr<TrainerMetrics> metrics;
 };
 
 struct RunnerReport {
@@ -125,6 +129,8 @@ class PolicyRunner final : public BatchSource {
   PolicyRunner(pipeline::PipelineSpec spec, RunnerOptions options);
   void Log(const std::string& message) const;
   Status Next(Element* out, bool* end_of_stream, const ConsumerTimes* times);
+  Status NextBatch(Element* out, bool* end_of_stream, const ConsumerTimes* times);
+  void RecordMetrics(int64_t entered_ns, const ConsumerTimes* times, const Element& batch);
   Status OpenFastFlow();
   Status PlanFastFlow();
 
@@ -146,6 +152,8 @@ class PolicyRunner final : public BatchSource {
   int64_t batches_ = 0;
   int64_t last_took_ns_ = -1;
   int64_t min_step_ns_ = 0;
+  // metrics: when the last batch was handed over (-1: none yet).
+  int64_t last_return_ns_ = -1;
 };
 
 }  // namespace sluice::runtime
