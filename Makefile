@@ -33,7 +33,7 @@ CTEST_ARGS ?=
 # The sanitizer runs of CI (docs/testing.md says what runs where and why). Only the test
 # binaries a run needs are built; the Python tests are left out (the extension module would
 # need the sanitizer runtime preloaded into python3), and so are the timing tests (label
-# serial), which measure speed.
+# serial), which measure speed, and the deployment checks (label deploy), which check files.
 ASAN_TARGETS := sluice sluice_core_test sluice_ops_test sluice_pipeline_test sluice_rpc_test \
   sluice_policy_test sluice_runtime_test sluice_cli_test sluice_integration_test
 TSAN_TARGETS := sluice_core_test sluice_rpc_test sluice_runtime_test
@@ -68,7 +68,7 @@ test: build
 
 test-asan:
 	@$(ASAN_ENV) $(MAKE) --no-print-directory test SANITIZE=address,undefined \
-	  TARGETS="$(ASAN_TARGETS)" CTEST_ARGS="-LE 'python|serial' -E _NOT_BUILT"
+	  TARGETS="$(ASAN_TARGETS)" CTEST_ARGS="-LE 'python|serial|deploy' -E _NOT_BUILT"
 
 test-tsan:
 	@$(TSAN_ENV) $(MAKE) --no-print-directory test SANITIZE=thread \
