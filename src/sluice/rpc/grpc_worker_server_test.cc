@@ -201,6 +201,28 @@ TEST_F(GrpcWorkerTest, ServesTlsAndRejectsAClientWithoutTheCa) {
   EXPECT_THAT(std::string(plain.status().message()), HasSubstr(server->address()));
 }
 
+// A worker found by name is reached at its address but checked against the name
+// (ConnectOptions::tls_server_name): the certificate names localhost, not "elsewhere".
+TEST_F(GrpcWorkerTest, TlsChecksTheWorkersNameWhenOneIsGiven) {
+  MakeCertificates("tls");
+  const std::string d = dir_.path() + "/tls/";
+  ServerOptions options;
+  options.tls_cert_file = d + "server.pem";
+  options.tls_key_file = d + "server.key";
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ConnectOptions connect = Connect(*server);
+  connect.connect_timeout_s = 2;
+  connect.tls_ca_file = d + "ca.pem";
+  connect.tls_server_name = "localhost";
+  auto good = RemoteStream::Open(connect, Session(2));
+  ASSERT_TRUE(good.ok()) << good.status();
+  connect.tls_server_name = "elsewhere";
+  auto wrong = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr(server->address()));
+}
+
 TEST_F(GrpcWorkerTest, MutualTlsRequiresAClientCertificate) {
   MakeCertificates("tls");
   const std::string d = dir_.path() + "/tls/";

@@ -457,6 +457,9 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (!connect.tls_ca_file.empty() && !connect.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(connect.tls_server_name);
+  }
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, creds, args);
 
   if (!channel->WaitForConnected(DeadlineIn(connect.connect_timeout_s))) {

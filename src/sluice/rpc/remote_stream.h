@@ -39,6 +39,9 @@ struct ConnectOptions {
   std::string tls_ca_file;    // PEM of the CA that signed the worker's cert; empty: no TLS
   std::string tls_cert_file;  // client cert for mutual TLS (with tls_key_file)
   std::string tls_key_file;
+  // The name the worker's TLS certificate must carry; empty: the host of `address`. Set for
+  // the workers a "dns:NAME:PORT" entry expands to (worker_names.h).
+  std::string tls_server_name;
   double connect_timeout_s = 5;
   size_t max_message_bytes = 64 << 20;
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "sluice/core/clock.h"
+#include "sluice/rpc/worker_names.h"
 #include "sluice/runtime/auto_loader.h"
 #include "sluice/runtime/fastflow_runner.h"
 
@@ -168,6 +169,10 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
   std::unique_ptr<PolicyRunner> r(new PolicyRunner(spec, std::move(options)));
   RunnerOptions& o = r->options_;
   r->policy_text_ = o.policy.ToString();
+  // Workers by name ("dns:NAME:PORT") become one worker per address.
+  SLUICE_ASSIGN_OR_RETURN(rpc::ExpandedWorkers expanded, rpc::ExpandWorkerNames(o.workers));
+  for (const std::string& note : expanded.notes) r->Log(note);
+  o.workers = std::move(expanded.workers);
   const std::string& name = o.policy.name;
   if ((name == "fixed" || name == "fastflow") && o.workers.empty()) {
     return absl::InvalidArgumentError(
