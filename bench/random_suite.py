@@ -41,6 +41,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -149,6 +150,8 @@ def run(args):
             print(f"random_suite: {entry['name']}: done before ({report})")
             continue
         work = os.path.join(args.work_dir, entry["name"])
+        # The first sluice run must plan cold: no metric store left by an earlier attempt.
+        shutil.rmtree(os.path.join(work, "metric-store"), ignore_errors=True)
         cmd = [args.sluice, "bench", os.path.join(args.dir, entry["file"]),
                "--policies", args.policies, "--json", report, "--work-dir", work,
                "--run-timeout", str(args.run_timeout)]
