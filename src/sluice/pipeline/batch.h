@@ -1,5 +1,5 @@
 // Batching: BatchIterator groups `size` consecutive elements of its input into one batch
-// element whose tensors gain a leading dimension (DESIGN.md section 3).
+// element whose tensors gain a leading dimension (docs/ARCHITECTURE.md, "How a pipeline runs").
 //
 // Plain batching needs every member's field to have the same shape; a mismatch is an
 // error naming the field, both shapes and both files, and suggesting padded_batch or a

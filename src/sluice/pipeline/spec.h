@@ -1,4 +1,4 @@
-// PipelineSpec: the user-facing description of a pipeline (DESIGN.md section 4). YAML and
+// PipelineSpec: the user-facing description of a pipeline (docs/SPEC.md). YAML and
 // JSON are two spellings of one structure; the Python and C++ builders emit it; workers
 // receive it in canonical JSON. A plain value type.
 #ifndef SLUICE_PIPELINE_SPEC_H_
