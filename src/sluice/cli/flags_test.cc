@@ -87,6 +87,11 @@ struct BadCase {
   std::string message;
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) {
+  for (const std::string& a : c.args) *os << a << ' ';
+  *os << "-> " << c.message;
+}
+
 class FlagParserErrorTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(FlagParserErrorTest, RejectsWithMessageNamingTheFlag) {

@@ -135,6 +135,9 @@ StatusOr<Placement> ParsePlacement(std::string_view text, int num_ops) {
   return p;
 }
 
+std::ostream& operator<<(std::ostream& os, ReadMode mode) { return os << ReadModeName(mode); }
+std::ostream& operator<<(std::ostream& os, Codec codec) { return os << CodecName(codec); }
+
 std::string PlacementString(const Placement& p) {
   std::string out = absl::StrCat("fixed:cut=", CutName(p.cut), ",ratio=", Number(p.ratio),
                                  ",read=", p.read_mode == ReadMode::kLocalRead ? "local" : "remote",

@@ -18,6 +18,7 @@
 #define SLUICE_CORE_PLACEMENT_H_
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ enum class Codec : uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
 const char* ReadModeName(ReadMode mode);
 // "none", "lz4", "zstd".
 const char* CodecName(Codec codec);
+// The names above (for messages and test output).
+std::ostream& operator<<(std::ostream& os, ReadMode mode);
+std::ostream& operator<<(std::ostream& os, Codec codec);
 // "batch" for kCutAfterBatch, else the number.
 std::string CutName(int cut);
 // Inverses: "remote_read" or "remote", "local_read" or "local"; "none", "lz4", "zstd".

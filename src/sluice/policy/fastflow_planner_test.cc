@@ -44,6 +44,8 @@ struct FastFlowCase {
   std::string branch;  // a substring of the branch taken
 };
 
+void PrintTo(const FastFlowCase& c, std::ostream* os) { *os << c.name; }
+
 class FastFlowAlgorithmTest : public ::testing::TestWithParam<FastFlowCase> {};
 
 TEST_P(FastFlowAlgorithmTest, ReproducesHandComputedDecision) {

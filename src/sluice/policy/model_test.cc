@@ -40,6 +40,10 @@ struct CutCase {
   Bound remote;
 };
 
+void PrintTo(const CutCase& c, std::ostream* os) {
+  *os << "cut " << c.cut << ": offloaded " << c.offloaded << ", local " << c.local;
+}
+
 class ModelCutTest : public ::testing::TestWithParam<CutCase> {};
 
 TEST_P(ModelCutTest, MatchesHandComputedLp) {
@@ -65,7 +69,10 @@ INSTANTIATE_TEST_SUITE_P(
                       CutCase{/*cut=*/5, /*offloaded=*/1111.11, /*local=*/185.19,
                               Bound::kTrainerCpu, Bound::kWorkerCpu},
                       CutCase{/*cut=*/kCutAfterBatch, /*offloaded=*/1111.11, /*local=*/185.19,
-                              Bound::kTrainerCpu, Bound::kWorkerCpu}));
+                              Bound::kTrainerCpu, Bound::kWorkerCpu}),
+    [](const ::testing::TestParamInfo<CutCase>& info) {
+      return "cut_" + CutName(info.param.cut);
+    });
 
 TEST(ModelTest, CutsThatSaveTheTrainerNothingOffloadNothing) {
   // Cut 0: the worker does nothing and the trainer pays to receive; cut 1: the worker only

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/rpc/remote_stream.h"
@@ -119,6 +120,10 @@ struct Case {
   Codec compression;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "cut " << CutName(c.cut) << ", " << c.mode << ", " << c.compression;
+}
+
 class GrpcCutTest : public GrpcWorkerTest, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(GrpcCutTest, BitIdenticalToALocalRun) {
@@ -147,7 +152,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{5, ReadMode::kRemoteRead, Codec::kLz4},
                       Case{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kZstd},
                       Case{3, ReadMode::kLocalRead, Codec::kNone},
-                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4}));
+                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return absl::StrCat("cut_", CutName(info.param.cut), "_", ReadModeName(info.param.mode), "_",
+                          CodecName(info.param.compression));
+    });
 
 TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
   ServerOptions options;

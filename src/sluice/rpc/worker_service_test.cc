@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/rpc/rpc_test_util.h"
@@ -110,6 +111,10 @@ struct CutCase {
   Codec compression;
 };
 
+void PrintTo(const CutCase& c, std::ostream* os) {
+  *os << "cut " << CutName(c.cut) << ", " << c.mode << ", " << c.compression;
+}
+
 class WorkerServiceCutTest : public WorkerServiceTest,
                              public ::testing::WithParamInterface<CutCase> {};
 
@@ -156,7 +161,11 @@ INSTANTIATE_TEST_SUITE_P(
                       CutCase{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kNone},
                       CutCase{1, ReadMode::kLocalRead, Codec::kNone},
                       CutCase{4, ReadMode::kLocalRead, Codec::kLz4},
-                      CutCase{kCutAfterBatch, ReadMode::kLocalRead, Codec::kNone}));
+                      CutCase{kCutAfterBatch, ReadMode::kLocalRead, Codec::kNone}),
+    [](const ::testing::TestParamInfo<CutCase>& info) {
+      return absl::StrCat("cut_", CutName(info.param.cut), "_", ReadModeName(info.param.mode), "_",
+                          CodecName(info.param.compression));
+    });
 
 TEST_F(WorkerServiceTest, RejectsUnknownOpsNamingThem) {
   WorkerService service(Rooted());
