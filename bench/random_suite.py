@@ -164,6 +164,17 @@ def run(args):
                   file=sys.stderr)
 
 
+def sluice_runs(report):
+    """Each sluice run's (time to plan, plan ran longest or last) in order."""
+    out = []
+    for key, result in report.get("policies", {}).items():
+        if key.split("#")[0] == "sluice":
+            plan = (result.get("plan") or {}).get("policy_string") or \
+                (result.get("plan") or {}).get("policy") or "-"
+            out.append((result.get("time_to_plan_s"), plan))
+    return out
+
+
 def rates(report):
     """Samples/s per policy; a repeated policy ("sluice", "sluice#2") as a list, in order."""
     out = {}
@@ -178,13 +189,17 @@ def table(args):
     index = json.load(open(os.path.join(args.dir, "index.json")))
     rows, vs_oracle, vs_fastflow = [], [], []
     print("| scenario | target stall | none | sluice (first, store) | fastflow | oracle |"
-          " sluice / oracle | sluice / fastflow |")
-    print("|---|---|---|---|---|---|---|---|")
+          " sluice / oracle | sluice / fastflow | time to plan (s) | sluice's last plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    plan_times = []
     for entry in index["scenarios"]:
         path = os.path.join(args.results or args.dir, entry["name"] + ".json")
         if not os.path.exists(path):
             continue
-        r = rates(json.load(open(path)))
+        report = json.load(open(path))
+        r = rates(report)
+        runs = sluice_runs(report)
+        plan_times += [t for t, _ in runs if t is not None]
         sluice = r.get("sluice", [])
         best = statistics.median(sluice) if sluice else None
         oracle = max(r.get("oracle", [0]) + r.get("none", [0])) or None
@@ -199,12 +214,16 @@ def table(args):
         print(f"| {entry['name']} | {100 * entry['target_stall']:.0f}% | "
               f"{fmt(r.get('none', [None])[0])} | {' / '.join(fmt(v) for v in sluice) or '-'} | "
               f"{fmt(fast)} | {fmt(oracle)} | {so and f'{so:.2f}' or '-'} | "
-              f"{sf and f'{sf:.2f}' or '-'} |")
+              f"{sf and f'{sf:.2f}' or '-'} | "
+              f"{' / '.join(f'{t:.1f}' for t, _ in runs if t is not None) or '-'} | "
+              f"{' / '.join(p for _, p in runs) or '-'} |")
     if vs_oracle:
         print()
         print(f"sluice / oracle over {len(vs_oracle)} scenarios: median "
               f"{statistics.median(vs_oracle):.2f}, min {min(vs_oracle):.2f}, "
               f">= 0.95 on {sum(v >= 0.95 for v in vs_oracle)}")
+    if plan_times:
+        print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:
         print(f"sluice / fastflow over {len(vs_fastflow)} scenarios: median "
               f"{statistics.median(vs_fastflow):.2f}, min {min(vs_fastflow):.2f}")
