@@ -137,11 +137,12 @@ def test_worker_and_python_loader_metrics_move_during_an_offloaded_run(sluice, m
 def test_cli_train_serves_metrics_while_it_trains(binary, metrics_worker, tmp_path):
     port = free_port()
     events = tmp_path / "events.jsonl"
+    report = tmp_path / "report.json"
     train = subprocess.Popen(
         [str(binary), "train", str(ROOT / "examples/pipelines/imagenet_train.yaml"),
          "--files", metrics_worker.pattern, "--workers", metrics_worker.address,
          "--policy", "fixed:cut=2,ratio=0.5", "--accelerator-ms", "20", "--steps", "100000",
-         "--epochs", "-1", "--metric-store", "off", "--events", str(events),
+         "--epochs", "-1", "--metric-store", "off", "--events", str(events), "--json", str(report),
          "--metrics-listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -162,9 +163,16 @@ def test_cli_train_serves_metrics_while_it_trains(binary, metrics_worker, tmp_pa
         promtool_ok(get(f"http://127.0.0.1:{port}/metrics")[1])
         assert value(samples, "sluice_trainer_plan_info", policy="fixed", cut="2",
                      read_mode="remote_read", codec="none") == 1
-    finally:
+        # Ctrl-C stops the run cleanly: the report is written and says so.
         train.send_signal(signal.SIGINT)
-        train.wait(timeout=60)
+        assert train.wait(timeout=WAIT_S) == 128 + signal.SIGINT
+        stopped = json.loads(report.read_text())
+        assert stopped["stopped_by"] == "Interrupt"
+        assert stopped["samples"] > 0
+    finally:
+        if train.poll() is None:
+            train.kill()
+            train.wait()
         train.stderr.close()
 
 
