@@ -91,6 +91,21 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
       e->set_message(std::string(out.error.message()));
       break;
     }
+    case WorkerOutput::Kind::kDraining: {
+      proto::Draining* d = msg->mutable_draining();
+      d->set_deadline_s(out.deadline_s);
+      d->set_held_splits(static_cast<uint32_t>(out.held_splits));
+      break;
+    }
+    case WorkerOutput::Kind::kSplitReturned: {
+      proto::SplitReturned* r = msg->mutable_split_returned();
+      r->set_split_id(out.split_id);
+      r->set_reason(std::move(out.reason));
+      break;
+    }
+    case WorkerOutput::Kind::kDrained:
+      msg->mutable_drained();
+      break;
   }
 }
 
@@ -222,6 +237,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     response->set_max_message_bytes(service_->options().max_message_bytes);
     response->set_max_sessions(service_->options().max_sessions);
     response->set_open_sessions(service_->open_sessions());
+    response->set_draining(service_->draining());
     return grpc::Status::OK;
   }
 
@@ -313,7 +329,8 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
           proto::Split* split = msg.mutable_split();
           Status s = session->AddEncodedSplit(split->split_id(), split->header(),
                                               std::move(*split->mutable_payload()));
-          if (!s.ok()) session->Fail(s);
+          // A split refused while draining goes back to the trainer in band (SplitReturned).
+          if (!s.ok() && !IsDrainingRefusal(s)) session->Fail(s);
         } else if (msg.has_credit()) {
           session->AddCredit(msg.credit().bytes());
         } else if (msg.has_heartbeat()) {
@@ -329,7 +346,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     });
 
     grpc::Status result = grpc::Status::OK;
-    bool error_sent = false;
+    bool last_sent = false;  // an Error or Drained: the trainer ends the stream
     while (true) {
       WorkerOutput out;
       WorkerSession::Next next = session->NextOutput(&out, 200);
@@ -346,17 +363,17 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
         break;
       }
-      if (is_error) {
-        error_sent = true;
+      if (is_error || out.kind == WorkerOutput::Kind::kDrained) {
+        last_sent = true;
         break;
       }
     }
     session->Cancel();
     {
-      // After an Error, the trainer closes its side; give it a moment before cutting the
-      // stream so the Error is delivered rather than raced by the cancellation.
+      // After an Error or Drained, the trainer closes its side; give it a moment before
+      // cutting the stream so the message is delivered rather than raced by the cancellation.
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::seconds(error_sent ? 5 : 0), [&] { return reader_done; });
+      cv.wait_for(lock, std::chrono::seconds(last_sent ? 5 : 0), [&] { return reader_done; });
       if (!reader_done) ctx->TryCancel();
     }
     reader.join();
