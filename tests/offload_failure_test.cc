@@ -36,17 +36,6 @@ class OffloadFailureTest : public ::testing::Test {
     delete dir_;
   }
 
-  // Takes `n` batches from the loader.
-  static void Take(runtime::Loader& loader, int n, std::vector<Element>* got) {
-    for (int i = 0; i < n; ++i) {
-      Element e;
-      bool end = false;
-      ASSERT_TRUE(loader.GetNext(&e, &end).ok());
-      ASSERT_FALSE(end);
-      got->push_back(std::move(e));
-    }
-  }
-
   static TempDir* dir_;
   static pipeline::PipelineSpec* spec_;
   static std::map<SampleId, std::string>* expected_;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -107,6 +108,21 @@ inline Result RunSluice(const std::vector<std::string>& args, const fs::path& sc
   r.out = ReadAll(out_path);
   r.err = ReadAll(err_path);
   return r;
+}
+
+// Waits up to `seconds` for child `pid` to exit: its exit status (128 + the signal when a
+// signal ended it), or nullopt if it is still running then.
+inline std::optional<int> WaitExit(pid_t pid, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 inline std::string Describe(const Result& r) {
@@ -208,7 +224,21 @@ class WorkerProcess {
     return true;
   }
 
-  // Sends `sig`; SIGKILL and SIGTERM also reap the process.
+  // Sends `sig` and returns (a SIGTERM starts the worker's drain).
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // Waits up to `seconds` for the worker to exit: its exit status, or nullopt if it still
+  // runs.
+  std::optional<int> WaitExit(double seconds) {
+    if (pid_ <= 0) return std::nullopt;
+    std::optional<int> code = offload_test::WaitExit(pid_, seconds);
+    if (code.has_value()) pid_ = -1;
+    return code;
+  }
+
+  // Sends `sig`; SIGKILL and SIGTERM also reap the process (after a SIGTERM, the worker
+  // drains: up to its --drain-s).
   void Kill(int sig) {
     if (pid_ <= 0) return;
     if (sig == SIGKILL) kill(pid_, SIGCONT);
@@ -349,6 +379,17 @@ inline std::vector<Element> DrainLocal(const pipeline::PipelineSpec& spec) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// Takes `n` batches from the loader (a test failure if it ends or fails first).
+inline void Take(runtime::Loader& loader, int n, std::vector<Element>* got) {
+  for (int i = 0; i < n; ++i) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE(loader.GetNext(&e, &end).ok());
+    ASSERT_FALSE(end);
+    got->push_back(std::move(e));
+  }
 }
 
 inline Status Drain(runtime::Loader& loader, std::vector<Element>* out) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -245,19 +246,24 @@ int TrainCommand(const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
-  // --events: a progress line at most every kEventIntervalS (and the decisions, below): twice
-  // a second places a fault or a stop within half a second of progress for a watcher, at a few
-  // hundred bytes a second.
+  // --events: a progress line at most every kEventIntervalS (and the decisions and worker
+  // events, below): twice a second places a fault or a stop within half a second of progress
+  // for a watcher, at a few hundred bytes a second. Worker events come from the Loader's
+  // threads, hence the lock.
   constexpr double kEventIntervalS = 0.5;
   int64_t next_event_ns = 0;
+  std::mutex events_mu;
+  const auto write_event = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(events_mu);
+    std::fprintf(events.get(), "%s\n", line.c_str());
+    std::fflush(events.get());
+  };
   train.on_step = [&](const runtime::TrainProgress& p) {
     const int64_t now = NowNanos();
     if (events != nullptr && now >= next_event_ns) {
       next_event_ns = now + static_cast<int64_t>(kEventIntervalS * 1e9);
-      std::fprintf(events.get(),
-                   "{\"event\":\"progress\",\"t_s\":%.3f,\"steps\":%lld,\"samples\":%lld}\n",
-                   p.elapsed_s, static_cast<long long>(p.steps), static_cast<long long>(p.samples));
-      std::fflush(events.get());
+      write_event(absl::StrFormat(R"({"event":"progress","t_s":%.3f,"steps":%d,"samples":%d})",
+                                  p.elapsed_s, p.steps, p.samples));
     }
     if (!progress.Due(now)) return;
     progress.Update(
@@ -279,9 +285,22 @@ int TrainCommand(const std::vector<std::string>& args) {
     if (events == nullptr) return;
     nlohmann::json j = runtime::TimelineEntryJson(entry);
     j["event"] = "decision";
-    std::fprintf(events.get(), "%s\n", j.dump().c_str());
-    std::fflush(events.get());
+    write_event(j.dump());
   };
+  if (events != nullptr) {
+    // A worker failing, hung, draining or drained: {"event": "worker", "kind": ...}.
+    ro.base.on_worker_event = [&](const runtime::WorkerEvent& e) {
+      nlohmann::json j;
+      j["event"] = "worker";
+      j["kind"] = runtime::WorkerEventKindName(e.kind);
+      j["t_s"] = (NowNanos() - start) / 1e9;
+      j["address"] = e.address;
+      j["requeued_samples"] = e.requeued_samples;
+      if (e.kind == runtime::WorkerEvent::Kind::kDraining) j["deadline_s"] = e.deadline_s;
+      if (!e.message.empty()) j["message"] = e.message;
+      write_event(j.dump());
+    };
+  }
 
   // --metrics-listen: served from before the first plan (planning is part of what to watch).
   std::unique_ptr<metrics::MetricsServer> metrics_server;
@@ -328,7 +347,11 @@ int TrainCommand(const std::vector<std::string>& args) {
     absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
                     ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
                     w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "",
-                    w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "", ")");
+                    w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "",
+                    w.drains == 1  ? ", drained"
+                    : w.drains > 1 ? absl::StrCat(", drained ", w.drains, " times")
+                                   : "",
+                    ")");
   }
   std::fprintf(out,
                "train: %lld steps, %lld samples in %.2f s: %.1f samples/s, stall %.1f%% "
@@ -397,6 +420,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
                          {"failures", w.failures},
+                         {"drains", w.drains},
                          {"hangs", w.hangs},
                          {"last_hang_silence_s", w.last_hang_silence_s}});
     }

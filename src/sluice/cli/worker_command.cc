@@ -1,8 +1,13 @@
-// `sluice worker`: serves offloaded pipeline work to trainers until SIGINT or SIGTERM.
+// `sluice worker`: serves offloaded pipeline work to trainers until SIGINT or SIGTERM, then
+// drains (docs/offload.md, "Drain"): no new sessions or splits, the splits held are finished
+// (or handed back at --drain-s), the trainers are told, and it exits 0. A second signal
+// during the drain stops it at once (exit 0 too).
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -11,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
+#include "sluice/core/clock.h"
 #include "sluice/metrics/http_server.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
@@ -18,6 +24,67 @@
 #include "sluice/testbed/scenario.h"
 
 namespace sluice::cli {
+namespace {
+
+// After the drain deadline, how long the sessions get to send the splits they return and end.
+constexpr double kHandBackS = 2;
+// How long a drained trainer gets to end its stream before the server cuts it.
+constexpr double kCloseGraceS = 3;
+
+const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// Waits until no session is open or `deadline_ns` passes, watching `signals` meanwhile;
+// returns the signal that came, or 0.
+int WaitSessionsEnded(const rpc::WorkerService& service, const sigset_t& signals,
+                      int64_t deadline_ns) {
+  while (service.open_sessions() > 0) {
+    const int64_t left_ns = deadline_ns - NowNanos();
+    if (left_ns <= 0) return 0;
+    const timespec wait = {0, static_cast<long>(std::min<int64_t>(left_ns, 50000000))};
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig > 0) return sig;
+  }
+  return 0;
+}
+
+// The drain after the first SIGTERM or SIGINT (`sig`). Returns the exit status (0).
+int Drain(rpc::GrpcWorkerServer& server, const sigset_t& signals, int sig, double drain_s) {
+  rpc::WorkerService& service = server.service();
+  const int64_t start = NowNanos();
+  const int sessions = service.BeginDrain(drain_s);
+  std::fprintf(stderr, "sluice worker: %s: draining %d sessions (up to %g s)\n", SignalName(sig),
+               sessions, drain_s);
+  int again = WaitSessionsEnded(service, signals, start + static_cast<int64_t>(drain_s * 1e9));
+  if (again == 0 && service.open_sessions() > 0) {
+    const int open = service.open_sessions();
+    const size_t returned = service.HandBack();
+    std::fprintf(stderr,
+                 "sluice worker: drain deadline: %zu splits handed back to the trainers of %d "
+                 "sessions\n",
+                 returned, open);
+    again =
+        WaitSessionsEnded(service, signals, NowNanos() + static_cast<int64_t>(kHandBackS * 1e9));
+  }
+  if (again != 0) {
+    std::fprintf(stderr, "sluice worker: %s again: stopping now (%d sessions not drained)\n",
+                 SignalName(again), service.open_sessions());
+    server.Shutdown(/*grace_s=*/0);
+    server.Wait();
+    return kExitOk;
+  }
+  const int left = service.open_sessions();
+  if (left == 0) {
+    std::fprintf(stderr, "sluice worker: drained in %.1f s\n", (NowNanos() - start) / 1e9);
+  } else {
+    std::fprintf(stderr, "sluice worker: %d sessions did not end after the drain; closing them\n",
+                 left);
+  }
+  server.Shutdown(kCloseGraceS);
+  server.Wait();
+  return kExitOk;
+}
+
+}  // namespace
 
 bool IsLoopbackListenAddress(const std::string& address) {
   std::string host = address.substr(0, address.rfind(':'));
@@ -184,11 +251,9 @@ int WorkerCommand(const std::vector<std::string>& args) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "sluice worker: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  (*server)->Shutdown(/*grace_s=*/2.0);
-  (*server)->Wait();
+  const int status = Drain(**server, signals, sig, drain_s);
   metrics_server.reset();  // its callbacks read the server
-  return kExitOk;
+  return status;
 }
 
 }  // namespace sluice::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -231,14 +232,17 @@ std::optional<std::string> Controller::AbsorbWorldChanges(const Measurement& m) 
     profile_.consumer.step_s = m.step_s;
   }
   std::map<std::string, const WorkerMeasurement*> present;
+  std::set<std::string> drained;
   for (const WorkerMeasurement& w : m.workers) {
     if (w.connected) present[w.address] = &w;
+    if (!w.connected && w.drained) drained.insert(w.address);
   }
   std::vector<WorkerProfile> kept;
   for (WorkerProfile& w : profile_.workers) {
     auto it = present.find(w.address);
     if (it == present.end()) {
-      reasons.push_back(absl::StrCat("worker ", w.address, " left"));
+      reasons.push_back(absl::StrCat("worker ", w.address,
+                                     drained.count(w.address) > 0 ? " left (drained)" : " left"));
       worker_factor_.erase(w.address);
       slow_since_.erase(w.address);
       fresh_worker_ops_.erase(w.address);

@@ -63,6 +63,7 @@ nlohmann::json ToJson(const TimelineEntry& entry);
 struct WorkerMeasurement {
   std::string address;
   bool connected = true;               // a disconnected worker counts as gone
+  bool drained = false;                // gone because it drains (shuts down), not a failure
   double cpu_budget = 0;               // as it reports it; <= 0: unknown (unchanged)
   double delivered_samples_per_s = 0;  // samples of it the merge accepted, per second
   double link_bytes_per_s = 0;         // <= 0: not measured (unchanged)

@@ -214,6 +214,18 @@ TEST(ControllerTest, WorkerLeavingReplans) {
   EXPECT_EQ(e.plan.PolicyString(), "none");
 }
 
+TEST(ControllerTest, ADrainedWorkerLeavesLikeAFailedOneAndIsNamedSo) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  Measurement m = OnPlan(c, 20);
+  m.workers[0].connected = false;
+  m.workers[0].drained = true;
+  const TimelineEntry e = c.Observe(m);
+  EXPECT_EQ(e.kind, DecisionKind::kReplan);
+  EXPECT_THAT(e.reason, HasSubstr("worker w1:7070 left (drained)"));
+  EXPECT_EQ(e.plan.PolicyString(), "none");
+}
+
 TEST(ControllerTest, BudgetDropReplansSmallChangeDoesNot) {
   Controller c(StandardProfile());
   c.Start(0);

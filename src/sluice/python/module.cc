@@ -516,6 +516,7 @@ class PyLoader {
       wd["connects"] = w.connects;
       wd["failures"] = w.failures;
       wd["hangs"] = w.hangs;
+      wd["drains"] = w.drains;
       wd["last_error"] = w.last_error;
       py::list metrics;
       for (const rpc::WorkerOpMetrics& m : w.metrics) {

@@ -93,6 +93,21 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
       e->set_message(std::string(out.error.message()));
       break;
     }
+    case WorkerOutput::Kind::kDraining: {
+      proto::Draining* d = msg->mutable_draining();
+      d->set_deadline_s(out.deadline_s);
+      d->set_held_splits(static_cast<uint32_t>(out.held_splits));
+      break;
+    }
+    case WorkerOutput::Kind::kSplitReturned: {
+      proto::SplitReturned* r = msg->mutable_split_returned();
+      r->set_split_id(out.split_id);
+      r->set_reason(std::move(out.reason));
+      break;
+    }
+    case WorkerOutput::Kind::kDrained:
+      msg->mutable_drained();
+      break;
   }
 }
 
@@ -224,6 +239,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     response->set_max_message_bytes(service_->options().max_message_bytes);
     response->set_max_sessions(service_->options().max_sessions);
     response->set_open_sessions(service_->open_sessions());
+    response->set_draining(service_->draining());
     return grpc::Status::OK;
   }
 
@@ -318,7 +334,8 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
           proto::Split* split = msg.mutable_split();
           Status s = session->AddEncodedSplit(split->split_id(), split->header(),
                                               std::move(*split->mutable_payload()));
-          if (!s.ok()) session->Fail(s);
+          // A split refused while draining goes back to the trainer in band (SplitReturned).
+          if (!s.ok() && !IsDrainingRefusal(s)) session->Fail(s);
         } else if (msg.has_credit()) {
           session->AddCredit(msg.credit().bytes());
         } else if (msg.has_heartbeat()) {
@@ -334,7 +351,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     });
 
     grpc::Status result = grpc::Status::OK;
-    bool error_sent = false;
+    bool last_sent = false;  // an Error or Drained: the trainer ends the stream
     while (true) {
       WorkerOutput out;
       WorkerSession::Next next = session->NextOutput(&out, 200);
@@ -351,17 +368,17 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
         break;
       }
-      if (is_error) {
-        error_sent = true;
+      if (is_error || out.kind == WorkerOutput::Kind::kDrained) {
+        last_sent = true;
         break;
       }
     }
     session->Cancel();
     {
-      // After an Error, the trainer closes its side; give it a moment before cutting the
-      // stream so the Error is delivered rather than raced by the cancellation.
+      // After an Error or Drained, the trainer closes its side; give it a moment before
+      // cutting the stream so the message is delivered rather than raced by the cancellation.
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::seconds(error_sent ? 5 : 0), [&] { return reader_done; });
+      cv.wait_for(lock, std::chrono::seconds(last_sent ? 5 : 0), [&] { return reader_done; });
       if (!reader_done) ctx->TryCancel();
     }
     reader.join();
@@ -445,6 +462,12 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   }
 
   std::unique_ptr<GrpcWorkerServer> server(new GrpcWorkerServer());
+  // Draining is NOT_SERVING from the moment it begins, not at the next periodic check.
+  GrpcWorkerServer* raw = server.get();
+  options.worker.on_drain = [raw, chained = std::move(options.worker.on_drain)] {
+    raw->UpdateHealth();
+    if (chained) chained();
+  };
   server->service_ = std::make_unique<WorkerService>(options.worker);
   server->impl_ =
       std::make_unique<Impl>(server->service_.get(), options.token,
@@ -512,6 +535,8 @@ std::string GrpcWorkerServer::UpdateHealth() {
     why = "shutting down";
   } else if (!started) {
     why = "starting";
+  } else if (service_->draining()) {
+    why = "draining";
   } else if (const std::string& root = service_->options().data_root; !root.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(root, ec) || access(root.c_str(), R_OK | X_OK) != 0) {

@@ -602,6 +602,79 @@ TEST_F(GrpcWorkerTest, CancelEndsABlockedNextAndShutdownEndsStreams) {
   EXPECT_THAT(std::string(e.status.message()), HasSubstr(server->address()));
 }
 
+TEST_F(GrpcWorkerTest, ADrainingWorkerTellsTheTrainerReturnsNewSplitsAndEndsTheStream) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  SessionConfig session = Session(/*cut=*/3);
+  session.max_inflight_bytes = 1;  // one sample per credit: the split waits for the reader
+  auto stream = RemoteStream::Open(Connect(*server), session);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const std::vector<Element> source = test::SourceElements(spec_, 0);
+  Split held;
+  held.split_id = 0;
+  held.elements.assign(source.begin(), source.begin() + 8);
+  ASSERT_TRUE((*stream)->SendSplit(std::move(held)).ok());
+  // The worker holds the split once its first sample is done.
+  std::vector<std::shared_ptr<WorkerSession>> sessions;
+  ASSERT_TRUE(WaitUntil([&] {
+    sessions = server->service().Sessions();
+    return sessions.size() == 1 && sessions[0]->buffered_bytes() > 0;
+  }));
+  EXPECT_EQ(server->service().BeginDrain(/*deadline_s=*/30), 1);
+  Split late;
+  late.split_id = 1;
+  late.elements.assign(source.begin() + 8, source.end());
+  ASSERT_TRUE((*stream)->SendSplit(std::move(late)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return sessions[0]->returned_splits() == 1; }));
+  // A new trainer is turned away.
+  auto refused = RemoteStream::Open(Connect(*server), Session(3));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("draining"));
+
+  // Reading on, the trainer gets the notice, the whole held split and the late one back,
+  // then the stream ends: drained.
+  std::vector<Element> got;
+  std::vector<StreamEvent> notices;
+  std::vector<uint64_t> returned;
+  std::vector<uint64_t> done;
+  StreamEvent last;
+  for (;;) {
+    std::optional<StreamEvent> e = (*stream)->NextFor(30000);
+    ASSERT_TRUE(e.has_value()) << "nothing from the worker for 30 s";
+    if (e->kind == StreamEvent::Kind::kFailed) {
+      last = std::move(*e);
+      break;
+    }
+    switch (e->kind) {
+      case StreamEvent::Kind::kElements:
+        for (Element& el : e->elements) got.push_back(std::move(el));
+        break;
+      case StreamEvent::Kind::kDraining:
+        notices.push_back(std::move(*e));
+        break;
+      case StreamEvent::Kind::kSplitReturned:
+        returned.push_back(e->split_id);
+        break;
+      case StreamEvent::Kind::kSplitDone:
+        done.push_back(e->split_id);
+        break;
+      default:
+        break;
+    }
+  }
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].deadline_s, 30);
+  EXPECT_EQ(notices[0].held_splits, 1);
+  EXPECT_EQ(returned, std::vector<uint64_t>{1});
+  EXPECT_EQ(done, std::vector<uint64_t>{0});
+  test::ExpectSameById(
+      test::RunLocally(spec_, std::vector<Element>(source.begin(), source.begin() + 8), 0, 3), got);
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(last.status.message()), HasSubstr("drained"));
+  EXPECT_TRUE(WaitUntil([&] { return server->service().open_sessions() == 0; }));
+}
+
 TEST(TokenTest, ConstantTimeEqualsAndTokenFiles) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));

@@ -29,7 +29,7 @@ HealthCheckResponse::ServingStatus Check(const std::string& address, const std::
   return s.ok() ? response.status() : HealthCheckResponse::UNKNOWN;
 }
 
-TEST(WorkerHealthTest, StartingServingDataRootLostAndShuttingDown) {
+TEST(WorkerHealthTest, StartingServingDataRootLostDrainingAndShuttingDown) {
   const test::TempDir dir;
   const fs::path root = fs::path(dir.path()) / "root";
   const fs::path moved = fs::path(dir.path()) / "moved";
@@ -59,6 +59,12 @@ TEST(WorkerHealthTest, StartingServingDataRootLostAndShuttingDown) {
   fs::rename(moved, root);
   EXPECT_EQ(server.UpdateHealth(), "");
   EXPECT_EQ(Check(address, kHealthServiceName), HealthCheckResponse::SERVING);
+
+  // Draining: NOT_SERVING at once (load balancers and probes stop sending new trainers).
+  server.service().BeginDrain(/*deadline_s=*/30);
+  EXPECT_EQ(server.NotReadyReason(), "draining");
+  EXPECT_EQ(Check(address, ""), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Check(address, kHealthServiceName), HealthCheckResponse::NOT_SERVING);
 
   // Shutting down: never SERVING again (or no answer at all once the server is gone).
   server.Shutdown(/*grace_s=*/5);

@@ -255,7 +255,8 @@ class GrpcRemoteStream final : public RemoteStream {
       std::lock_guard<std::mutex> lock(mu_);
       if (!failed_) {
         SetFailedLocked(
-            absl::CancelledError(absl::StrCat("stream to worker ", info_.address, " cancelled")));
+            absl::CancelledError(absl::StrCat("stream to worker ", info_.address, " cancelled")),
+            /*keep_events=*/false);
       }
     }
     ctx_.TryCancel();
@@ -268,16 +269,18 @@ class GrpcRemoteStream final : public RemoteStream {
   int64_t heartbeats_sent() const override { return heartbeats_sent_.load(); }
 
  private:
-  void SetFailedLocked(Status s) {
+  // `keep_events`: what was received before stays to be read (a draining worker's last
+  // chunks); otherwise it is dropped and the caller re-queues it with the rest.
+  void SetFailedLocked(Status s, bool keep_events) {
     failed_ = true;
     failure_ = std::move(s);
-    events_.clear();
+    if (!keep_events) events_.clear();
     cv_.notify_all();
   }
 
   void Fail(Status s) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!failed_) SetFailedLocked(std::move(s));
+    if (!failed_) SetFailedLocked(std::move(s), /*keep_events=*/draining_);
   }
 
   void Push(StreamEvent e) {
@@ -325,6 +328,7 @@ class GrpcRemoteStream final : public RemoteStream {
     std::thread writer([this] { WriteLoop(); });
     IncomingMessage incoming;
     const proto::WorkerMessage& msg = incoming.message;
+    bool drained = false;
     int64_t cpu = ThreadCpuNanos();
     while (stream_->Read(&incoming)) {
       const int64_t read_end = ThreadCpuNanos();
@@ -376,6 +380,27 @@ class GrpcRemoteStream final : public RemoteStream {
                     absl::StrCat("worker ", info_.address, ": ", msg.error().message())));
         ctx_.TryCancel();
         break;
+      } else if (msg.has_draining()) {
+        StreamEvent e;
+        e.kind = StreamEvent::Kind::kDraining;
+        e.deadline_s = msg.draining().deadline_s();
+        e.held_splits = static_cast<int>(msg.draining().held_splits());
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          draining_ = true;
+        }
+        Push(std::move(e));
+      } else if (msg.has_split_returned()) {
+        StreamEvent e;
+        e.kind = StreamEvent::Kind::kSplitReturned;
+        e.split_id = msg.split_returned().split_id();
+        e.reason = msg.split_returned().reason();
+        Push(std::move(e));
+      } else if (msg.has_drained()) {
+        // Everything the worker held is done or returned: end the stream from this side.
+        drained = true;
+        ctx_.TryCancel();
+        break;
       }
     }
     {
@@ -385,7 +410,11 @@ class GrpcRemoteStream final : public RemoteStream {
     }
     writer.join();
     grpc::Status status = stream_->Finish();
-    if (status.ok()) {
+    if (drained) {
+      Fail(absl::UnavailableError(absl::StrCat(
+          "worker ", info_.address,
+          " drained: it is shutting down, and every split it held was done or returned")));
+    } else if (status.ok()) {
       Fail(absl::UnavailableError(absl::StrCat("worker ", info_.address, " ended the stream")));
     } else {
       Fail(WorkerError(info_.address, status));  // mid-stream: not a handshake
@@ -412,6 +441,7 @@ class GrpcRemoteStream final : public RemoteStream {
   std::deque<proto::ClientMessage> outgoing_;
   uint64_t credit_ = 0;
   bool failed_ = false;
+  bool draining_ = false;  // the worker said it drains: a failure keeps the events received
   bool reader_ended_ = false;
   Status failure_;
 };
@@ -479,6 +509,13 @@ StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& co
   return channel;
 }
 
+// A worker that answers GetInfo while draining is leaving: it is not to be planned with or
+// opened.
+Status DrainingError(const std::string& address) {
+  return absl::UnavailableError(
+      absl::StrCat("worker ", address, " is draining (shutting down): it opens no new sessions"));
+}
+
 // The worker's GetInfo, with the connect timeout and the bearer token.
 StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::Worker::Stub& stub,
                                          const std::string& check_path = "") {
@@ -506,6 +543,7 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   uint64_t limit = 0;
   {
     SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub, check_path));
+    if (resp.draining()) return DrainingError(connect.address);
     if (resp.path_readable() != 0) probe.can_read = resp.path_readable() == 1;
     probe.read_error = resp.path_error();
     probe.read_limit_bytes_per_s = resp.read_limit_bytes_per_s();
@@ -610,6 +648,7 @@ StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Open(const ConnectOptions&
   {
     std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
     SLUICE_ASSIGN_OR_RETURN(proto::GetInfoResponse resp, GetInfo(connect, *stub));
+    if (resp.draining()) return DrainingError(address);
     info.version = resp.version();
     info.ops.assign(resp.ops().begin(), resp.ops().end());
     info.cpu_budget = resp.cpu_budget();

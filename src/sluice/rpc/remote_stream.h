@@ -13,6 +13,12 @@
 // Deciding that a worker which answers pings but delivers nothing is hung is the caller's
 // business (runtime/liveness.h); NextFor() lets it wait with a timeout.
 //
+// Drain (docs/offload.md, "Drain"): a worker that shuts down gracefully sends kDraining,
+// returns each split it will not finish (kSplitReturned: none of its chunks follow; what came
+// before stays delivered), and ends the stream once it holds nothing: the stream then fails
+// ("drained") after every event received before, which Next() still returns. A worker that is
+// draining refuses new streams (Open fails with Unavailable, "draining").
+//
 // Thread-safety: SendSplit() and Next()/NextFor() may be called from different threads; each
 // from one thread at a time. Cancel() from any thread makes a blocked Next() return kFailed
 // (Cancelled) promptly. The destructor cancels and joins.
@@ -80,7 +86,7 @@ struct Split {
 };
 
 struct StreamEvent {
-  enum class Kind { kElements, kSplitDone, kMetrics, kFailed };
+  enum class Kind { kElements, kSplitDone, kMetrics, kFailed, kDraining, kSplitReturned };
   Kind kind = Kind::kFailed;
   uint64_t split_id = 0;
   std::vector<Element> elements;  // kElements: processed samples (or batches after batch)
@@ -89,6 +95,9 @@ struct StreamEvent {
   std::vector<WorkerOpMetrics> metrics;  // kMetrics
   Status status;                         // kFailed: names the worker and the cause
   size_t wire_bytes = 0;                 // kElements: bytes received for them
+  double deadline_s = 0;                 // kDraining: seconds until it returns what it holds
+  int held_splits = 0;                   // kDraining: splits it holds and goes on with
+  std::string reason;                    // kSplitReturned: why it will not finish the split
 };
 
 // What a short probe of a worker measured (ProbeWorker).

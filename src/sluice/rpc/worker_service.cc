@@ -10,6 +10,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sluice/core/clock.h"
@@ -33,6 +34,7 @@ struct WorkerSession::Shared {
   int max_sessions = 16;
   int open ABSL_GUARDED_BY(mu) = 0;
   bool shutdown ABSL_GUARDED_BY(mu) = false;
+  bool draining ABSL_GUARDED_BY(mu) = false;
   std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
   std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
   // Set once at construction: every file an op reads on this worker goes through it.
@@ -69,6 +71,9 @@ namespace {
 // Room left in a message for the protobuf framing around a chunk's header and payload.
 constexpr size_t kMessageOverhead = 4096;
 
+// The payload that marks a DrainingRefusal.
+constexpr absl::string_view kDrainingPayload = "sluice.rpc/draining";
+
 size_t SamplesIn(const Element& e) { return e.members.empty() ? 1 : e.members.size(); }
 
 // `sum` += `op`, matched by name (an op that appears twice in a spec is one series).
@@ -87,6 +92,17 @@ void AddOpTotals(std::vector<pipeline::OpStatsSnapshot>& sum, const pipeline::Op
 }  // namespace
 
 const char* SluiceVersion() { return SLUICE_VERSION; }
+
+Status DrainingRefusal(std::string_view message) {
+  Status status = absl::UnavailableError(std::string(message));
+  status.SetPayload(kDrainingPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsDrainingRefusal(const Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kDrainingPayload).has_value();
+}
 
 size_t DefaultMemoryBudget() {
   // The machine's memory, then the cgroup's limit when one is set (v2, then v1).
@@ -169,6 +185,17 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
   std::lock_guard<std::mutex> lock(mu_);
   TouchLocked();
   if (cancelled_ || failed_) return absl::FailedPreconditionError("the session is over");
+  if (draining_) {
+    WorkerOutput out;
+    out.kind = WorkerOutput::Kind::kSplitReturned;
+    out.split_id = split_id;
+    out.reason = "refused: the worker is draining (shutting down)";
+    outputs_.push_back(std::move(out));
+    ++returned_;
+    cv_.notify_all();
+    return DrainingRefusal(
+        absl::StrCat("split ", split_id, " refused: the worker is draining (shutting down)"));
+  }
   if (input_closed_) return absl::FailedPreconditionError("the session's input is closed");
   if (splits_.count(split_id) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("split ", split_id, " is already open"));
@@ -290,6 +317,50 @@ void WorkerSession::Cancel() {
 void WorkerSession::Fail(Status status) {
   std::lock_guard<std::mutex> lock(mu_);
   FailLocked(std::move(status));
+}
+
+void WorkerSession::BeginDrain(double deadline_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (draining_ || cancelled_ || failed_) return;
+  draining_ = true;
+  WorkerOutput out;
+  out.kind = WorkerOutput::Kind::kDraining;
+  out.deadline_s = deadline_s;
+  out.held_splits = splits_.size();
+  outputs_.push_back(std::move(out));
+  cv_.notify_all();
+}
+
+size_t WorkerSession::HandBack(std::string_view reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!draining_ || cancelled_ || failed_) return 0;
+  // Running samples and encodings of these splits find them gone and drop their output, so
+  // no chunk of a returned split follows its kSplitReturned.
+  const size_t n = splits_.size();
+  for (const auto& [split_id, split] : splits_) {
+    WorkerOutput out;
+    out.kind = WorkerOutput::Kind::kSplitReturned;
+    out.split_id = split_id;
+    out.reason = std::string(reason);
+    outputs_.push_back(std::move(out));
+  }
+  splits_.clear();
+  work_.clear();
+  input_bytes_ = 0;
+  pending_bytes_ = 0;
+  returned_ += static_cast<int64_t>(n);
+  cv_.notify_all();
+  return n;
+}
+
+bool WorkerSession::draining() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return draining_;
+}
+
+int64_t WorkerSession::returned_splits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return returned_;
 }
 
 size_t WorkerSession::buffered_bytes() const {
@@ -585,7 +656,7 @@ void WorkerSession::FailLocked(Status status) {
 }
 
 bool WorkerSession::FinishedLocked() const {
-  return input_closed_ && work_.empty() && running_ == 0 && splits_.empty();
+  return (input_closed_ || draining_) && work_.empty() && running_ == 0 && splits_.empty();
 }
 
 WorkerSession::Next WorkerSession::NextOutput(WorkerOutput* out, int64_t timeout_ms) {
@@ -612,7 +683,14 @@ WorkerSession::Next WorkerSession::NextOutput(WorkerOutput* out, int64_t timeout
       out->metrics = Metrics();
       return Next::kOutput;
     }
-    if (finished) return Next::kEnd;
+    if (finished) {
+      if (draining_ && !drained_sent_) {
+        drained_sent_ = true;
+        out->kind = WorkerOutput::Kind::kDrained;
+        return Next::kOutput;
+      }
+      return Next::kEnd;
+    }
     int64_t wake = next_metrics_ns_;
     if (deadline >= 0) {
       if (now >= deadline) return Next::kTimeout;
@@ -843,6 +921,39 @@ void WorkerService::Shutdown() {
   }
 }
 
+int WorkerService::BeginDrain(double deadline_s) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (shared_->draining) return 0;
+    shared_->draining = true;
+  }
+  if (options_.on_drain) options_.on_drain();
+  int told = 0;
+  for (const std::shared_ptr<WorkerSession>& s : Sessions()) {
+    s->BeginDrain(deadline_s);
+    ++told;
+  }
+  return told;
+}
+
+bool WorkerService::draining() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->draining;
+}
+
+size_t WorkerService::HandBack() {
+  size_t returned = 0;
+  for (const std::shared_ptr<WorkerSession>& s : Sessions()) {
+    const size_t n = s->HandBack("handed back: the worker's drain deadline (--drain-s) passed");
+    if (n > 0) {
+      Log(absl::StrFormat("session %d: %d splits handed back at the drain deadline", s->info().id,
+                          n));
+    }
+    returned += n;
+  }
+  return returned;
+}
+
 StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRequest& request) {
   if (request.client_version != options_.version) {
     return absl::FailedPreconditionError(
@@ -954,6 +1065,9 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     std::lock_guard<std::mutex> session_lock(s.mu_);
     std::lock_guard<std::mutex> lock(shared_->mu);
     if (shared_->shutdown) return absl::UnavailableError("the worker is shutting down");
+    if (shared_->draining) {
+      return DrainingRefusal("the worker is draining (shutting down): it opens no new sessions");
+    }
     if (shared_->open >= options_.max_sessions) {
       return absl::ResourceExhaustedError(
           absl::StrCat("worker at capacity: ", options_.max_sessions, " sessions"));

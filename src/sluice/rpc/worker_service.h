@@ -41,6 +41,13 @@
 // cancels its call. The service runs ExpireLeases() on its own thread (every quarter of a
 // lease, at most every second); tests may inject a clock and call it themselves.
 //
+// Drain (docs/offload.md, "Drain"): BeginDrain() is how a worker leaves without losing work.
+// The service opens no new session; each open one says so to its trainer (a kDraining
+// output), refuses every new split with a typed error (IsDrainingRefusal) and returns it to
+// the trainer (kSplitReturned), goes on with the splits it holds, and ends with kDrained once
+// each is done. HandBack() at the deadline returns what is still held. What a session
+// delivered is never taken back, so the trainer re-queues only samples it has not received.
+//
 // Thread-safety: WorkerService and WorkerSession are thread-safe. The transport typically
 // calls AddSplit/AddCredit/CloseInput from a reader thread and NextOutput from a writer
 // thread.
@@ -107,6 +114,9 @@ struct WorkerOptions {
   std::function<void(const std::string&)> log;
   // The monotonic clock (nanoseconds) leases are measured with; null: NowNanos().
   std::function<int64_t()> clock;
+  // Called once, from BeginDrain's thread, when the drain begins (before the sessions are
+  // told): where a health service turns to NOT_SERVING. Null: nothing.
+  std::function<void()> on_drain;
 };
 
 // Totals since the worker started, for its metrics (rpc/worker_metrics.h): counted where the
@@ -150,7 +160,7 @@ struct SessionInfo {
 };
 
 struct WorkerOutput {
-  enum class Kind { kChunk, kSplitDone, kMetrics, kError };
+  enum class Kind { kChunk, kSplitDone, kMetrics, kError, kDraining, kSplitReturned, kDrained };
   Kind kind = Kind::kError;
   uint64_t split_id = 0;
   EncodedElements chunk;   // kChunk
@@ -159,7 +169,15 @@ struct WorkerOutput {
   std::vector<std::pair<SampleId, std::string>> skipped;  // kSplitDone
   std::vector<WorkerOpMetrics> metrics;                   // kMetrics
   Status error;                                           // kError
+  double deadline_s = 0;   // kDraining: seconds until what is still held is returned
+  size_t held_splits = 0;  // kDraining: splits the session holds and goes on with
+  std::string reason;      // kSplitReturned: why the worker will not finish the split
 };
+
+// The refusal a draining worker gives (a new session, a new split): Unavailable, marked so
+// that IsDrainingRefusal() tells it from a failure.
+Status DrainingRefusal(std::string_view message);
+bool IsDrainingRefusal(const Status& status);
 
 class WorkerService;
 
@@ -184,7 +202,9 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // Queues a split's elements (source elements for remote_read, elements after read_file
   // for local_read). InvalidArgument if an element does not fit the expected schema or the
   // split id is already open; ResourceExhausted if the queued input would exceed the
-  // per-session memory cap; FailedPrecondition after CloseInput/Cancel or a failure.
+  // per-session memory cap; FailedPrecondition after CloseInput/Cancel or a failure; while
+  // draining, a DrainingRefusal (and a kSplitReturned output for the split, so that the
+  // trainer learns it in band).
   Status AddSplit(uint64_t split_id, std::vector<Element> elements);
   // The same from the wire format (decoded without copying the payload).
   Status AddEncodedSplit(uint64_t split_id, std::string_view header, std::string payload);
@@ -217,6 +237,17 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // Ends the session with `status` (for protocol errors the transport finds): the next
   // output is kError, then kEnd.
   void Fail(Status status);
+  // The worker drains (WorkerService::BeginDrain): queues a kDraining output (with
+  // `deadline_s` and the splits held); new splits are refused from now on; the session ends
+  // (a last kMetrics, kDrained, then kEnd) once every split it holds is done. Idempotent.
+  void BeginDrain(double deadline_s);
+  // The drain's deadline: each split still held is returned (a kSplitReturned with `reason`;
+  // its queued and running samples are dropped, what was delivered of it stays delivered) and
+  // the session ends as above. Returns how many splits. Only while draining (0 otherwise).
+  size_t HandBack(std::string_view reason);
+  bool draining() const;
+  // Splits returned so far (refused while draining, or handed back), for monitoring and tests.
+  int64_t returned_splits() const;
 
   // Waits up to `timeout_ms` (< 0: forever) for the next output. kEnd when the session is
   // over: cancelled, failed (after the kError output was taken), or input closed and all
@@ -323,6 +354,9 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool final_metrics_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool drained_sent_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t returned_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_metrics_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // True until the session takes a slot in OpenSession (and again once it gave it back).
   bool slot_released_ ABSL_GUARDED_BY(mu_) = true;
@@ -375,6 +409,17 @@ class WorkerService {
   std::vector<pipeline::OpStatsSnapshot> OpTotals() const;
   // Cancels every open session and refuses new ones.
   void Shutdown();
+
+  // Begins the drain (see Drain above): OpenSession refuses from now on (a DrainingRefusal),
+  // WorkerOptions::on_drain is called, and every open session is told, with `deadline_s`
+  // (the caller calls HandBack() then). Returns how many sessions were told; a second call
+  // does nothing and returns 0.
+  int BeginDrain(double deadline_s);
+  // True once BeginDrain() was called: the hook for a health service (NOT_SERVING).
+  bool draining() const;
+  // The deadline: every open session returns the splits it still holds and ends
+  // (WorkerSession::HandBack). Returns how many splits were returned.
+  size_t HandBack();
 
  private:
   void Log(const std::string& message) const;

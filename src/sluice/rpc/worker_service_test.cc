@@ -25,6 +25,9 @@ struct Drained {
   std::map<uint64_t, WorkerOutput> done;
   std::vector<WorkerOutput> metrics;
   Status error;
+  std::vector<WorkerOutput> draining;     // kDraining
+  std::vector<WorkerOutput> returned;     // kSplitReturned
+  std::vector<WorkerOutput::Kind> kinds;  // every output's, in order
 };
 
 // Takes every output until the session ends, crediting each chunk.
@@ -38,6 +41,7 @@ Drained Drain(WorkerSession& session) {
       ADD_FAILURE() << "session produced nothing for 30 s";
       break;
     }
+    d.kinds.push_back(out.kind);
     switch (out.kind) {
       case WorkerOutput::Kind::kChunk: {
         const size_t bytes = out.chunk.wire_bytes();
@@ -56,6 +60,14 @@ Drained Drain(WorkerSession& session) {
         break;
       case WorkerOutput::Kind::kError:
         d.error = out.error;
+        break;
+      case WorkerOutput::Kind::kDraining:
+        d.draining.push_back(std::move(out));
+        break;
+      case WorkerOutput::Kind::kSplitReturned:
+        d.returned.push_back(std::move(out));
+        break;
+      case WorkerOutput::Kind::kDrained:
         break;
     }
   }
@@ -720,6 +732,120 @@ TEST_F(WorkerServiceTest, ALeaseOfZeroNeverExpires) {
   clock.Advance(1e6);
   EXPECT_EQ(service.ExpireLeases(), 0);
   EXPECT_EQ(service.open_sessions(), 1);
+}
+
+// Drain (worker_service.h, "Drain"). The sessions below ask for a window of one byte: the
+// worker then runs one sample and waits for credit, so no split can finish before the test
+// takes (and credits) the output.
+OpenRequest OneSampleAtATime(OpenRequest request) {
+  request.max_inflight_bytes = 1;
+  return request;
+}
+
+std::vector<Element> Slice(const std::vector<Element>& all, size_t begin, size_t end) {
+  return std::vector<Element>(all.begin() + begin, all.begin() + end);
+}
+
+TEST_F(WorkerServiceTest, DrainFinishesTheSplitsHeldRefusesNewOnesAndSaysSo) {
+  WorkerOptions options = Rooted();
+  options.threads = 2;
+  int drains_begun = 0;
+  options.on_drain = [&] { ++drains_begun; };
+  WorkerService service(options);
+  auto session = service.OpenSession(OneSampleAtATime(Request(/*cut=*/3)));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<Element> source = test::SourceElements(spec_, 0);
+  ASSERT_EQ(source.size(), 16u);
+  ASSERT_TRUE((*session)->AddSplit(0, Slice(source, 0, 8)).ok());
+  ASSERT_TRUE((*session)->AddSplit(1, Slice(source, 8, 16)).ok());
+
+  EXPECT_EQ(service.BeginDrain(/*deadline_s=*/30), 1);
+  EXPECT_TRUE(service.draining());
+  EXPECT_TRUE((*session)->draining());
+  EXPECT_EQ(drains_begun, 1);
+  EXPECT_EQ(service.BeginDrain(30), 0);  // once
+  EXPECT_EQ(drains_begun, 1);
+
+  // New work is refused with a typed error; the session goes on.
+  const Status refused = (*session)->AddSplit(2, Slice(source, 0, 1));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsDrainingRefusal(refused)) << refused;
+  auto other = service.OpenSession(Request(3));
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(IsDrainingRefusal(other.status())) << other.status();
+  EXPECT_FALSE(IsDrainingRefusal(absl::UnavailableError("the worker is draining")));
+
+  // The splits held are finished and delivered, and the session ends by itself (its input
+  // was never closed).
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  ASSERT_EQ(d.draining.size(), 1u);
+  EXPECT_EQ(d.draining[0].deadline_s, 30);
+  EXPECT_EQ(d.draining[0].held_splits, 2u);
+  ASSERT_EQ(d.returned.size(), 1u);
+  EXPECT_EQ(d.returned[0].split_id, 2u);
+  EXPECT_THAT(d.returned[0].reason, HasSubstr("draining"));
+  ASSERT_EQ(d.done.size(), 2u);
+  EXPECT_EQ(d.done[0].delivered, 8u);
+  EXPECT_EQ(d.done[1].delivered, 8u);
+  test::ExpectSameById(test::RunLocally(spec_, source, 0, 3), d.elements);
+  ASSERT_FALSE(d.kinds.empty());
+  EXPECT_EQ(d.kinds.back(), WorkerOutput::Kind::kDrained);
+  EXPECT_EQ((*session)->returned_splits(), 1);
+  (*session)->Cancel();
+  EXPECT_EQ(service.open_sessions(), 0);
+}
+
+TEST_F(WorkerServiceTest, HandBackAtTheDrainDeadlineReturnsWhatIsStillHeld) {
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  WorkerService service(options);
+  auto session = service.OpenSession(OneSampleAtATime(Request(/*cut=*/3)));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<Element> source = test::SourceElements(spec_, 0);
+  ASSERT_TRUE((*session)->AddSplit(0, Slice(source, 0, 8)).ok());
+  ASSERT_TRUE((*session)->AddSplit(1, Slice(source, 8, 16)).ok());
+  EXPECT_EQ(service.HandBack(), 0u);  // only while draining
+
+  // The one sample the window admits, taken and not credited: nothing else runs.
+  WorkerOutput first;
+  do {
+    ASSERT_EQ((*session)->NextOutput(&first, 30000), WorkerSession::Next::kOutput);
+  } while (first.kind == WorkerOutput::Kind::kMetrics);
+  ASSERT_EQ(first.kind, WorkerOutput::Kind::kChunk);
+  EXPECT_EQ(first.split_id, 0u);
+  EXPECT_EQ(first.samples, 1u);
+
+  EXPECT_EQ(service.BeginDrain(/*deadline_s=*/5), 1);
+  EXPECT_EQ(service.HandBack(), 2u);
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  ASSERT_EQ(d.draining.size(), 1u);
+  EXPECT_EQ(d.draining[0].held_splits, 2u);
+  ASSERT_EQ(d.returned.size(), 2u);
+  EXPECT_EQ(d.returned[0].split_id, 0u);
+  EXPECT_EQ(d.returned[1].split_id, 1u);
+  EXPECT_THAT(d.returned[0].reason, HasSubstr("deadline"));
+  // What was delivered stays delivered; nothing of a returned split follows.
+  EXPECT_TRUE(d.elements.empty());
+  EXPECT_TRUE(d.done.empty());
+  ASSERT_FALSE(d.kinds.empty());
+  EXPECT_EQ(d.kinds.back(), WorkerOutput::Kind::kDrained);
+  EXPECT_EQ((*session)->returned_splits(), 2);
+}
+
+TEST_F(WorkerServiceTest, ADrainingSessionThatHoldsNothingEndsAtOnce) {
+  WorkerService service(Rooted());
+  auto session = service.OpenSession(Request(/*cut=*/3));
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(service.BeginDrain(/*deadline_s=*/30), 1);
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  ASSERT_EQ(d.draining.size(), 1u);
+  EXPECT_EQ(d.draining[0].held_splits, 0u);
+  EXPECT_TRUE(d.elements.empty());
+  ASSERT_FALSE(d.kinds.empty());
+  EXPECT_EQ(d.kinds.back(), WorkerOutput::Kind::kDrained);
 }
 
 }  // namespace

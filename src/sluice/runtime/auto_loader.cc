@@ -59,6 +59,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   a->reachable_.assign(n, false);
   a->last_worker_samples_.assign(n, 0);
   a->last_worker_failures_.assign(n, 0);
+  a->last_worker_drains_.assign(n, 0);
   if (n > 0) {
     const std::string check_path = StorageCheckPath(a->spec_);
     AutoLoader* self = a.get();
@@ -278,14 +279,21 @@ Status AutoLoader::Observe(int64_t now_ns) {
       if (w.address == wm.address) in_loader = &w;
     }
     if (in_loader != nullptr) {
-      // Gone only when its stream broke: a stream that ended with the data is not a worker
-      // leaving, and a broken one stays gone until it connects again.
-      if (in_loader->connected) {
-        reachable_[i] = true;
-      } else if (in_loader->failures > last_worker_failures_[i]) {
+      // Gone only when its stream broke or the worker drains (shuts down): a stream that
+      // ended with the data is not a worker leaving, and a broken one stays gone until it
+      // connects again. A draining worker is removed as a failed one is, without a penalty.
+      const int64_t left = in_loader->failures + in_loader->drains;
+      if (in_loader->draining) {
         reachable_[i] = false;
+        wm.drained = true;
+      } else if (in_loader->connected) {
+        reachable_[i] = true;
+      } else if (left > last_worker_failures_[i]) {
+        reachable_[i] = false;
+        wm.drained = in_loader->drains > last_worker_drains_[i];
       }
-      last_worker_failures_[i] = in_loader->failures;
+      last_worker_failures_[i] = left;
+      last_worker_drains_[i] = in_loader->drains;
       wm.delivered_samples_per_s =
           period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
       last_worker_samples_[i] = in_loader->samples;
@@ -450,6 +458,7 @@ Status AutoLoader::Replace(LoaderOptions options) {
   ++loaders_created_;
   std::fill(last_worker_samples_.begin(), last_worker_samples_.end(), 0);
   std::fill(last_worker_failures_.begin(), last_worker_failures_.end(), 0);
+  std::fill(last_worker_drains_.begin(), last_worker_drains_.end(), 0);
   return absl::OkStatus();
 }
 

@@ -200,7 +200,8 @@ class AutoLoader final : public BatchSource {
   ConsumerCounters last_observe_;
   double smoothed_step_s_ = 0;
   std::vector<int64_t> last_worker_samples_;  // per configured worker, at the last observe
-  std::vector<int64_t> last_worker_failures_;  // the same, broken streams
+  std::vector<int64_t> last_worker_failures_;  // the same, broken or drained streams
+  std::vector<int64_t> last_worker_drains_;    // the same, drained streams
 };
 
 }  // namespace sluice::runtime

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/pipeline/batch.h"
@@ -25,6 +26,20 @@
 #include "sluice/runtime/merge.h"
 
 namespace sluice::runtime {
+
+const char* WorkerEventKindName(WorkerEvent::Kind kind) {
+  switch (kind) {
+    case WorkerEvent::Kind::kFailed:
+      return "failed";
+    case WorkerEvent::Kind::kHung:
+      return "hung";
+    case WorkerEvent::Kind::kDraining:
+      return "draining";
+    case WorkerEvent::Kind::kDrained:
+      return "drained";
+  }
+  return "unknown";
+}
 
 LoaderOptions WithPlacement(LoaderOptions base, const Placement& placement) {
   static_cast<Placement&>(base) = placement;
@@ -458,6 +473,8 @@ class RemoteLink {
     r.connected = connected_;
     r.connects = connects_;
     r.failures = failures_;
+    r.drains = drains_;
+    r.draining = draining_;
     r.hangs = hangs_;
     r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
@@ -538,8 +555,8 @@ class RemoteLink {
       coordinator->SetActive(consumer_, true);
 
       std::thread feeder([this, stream] { Feed(*stream); });
-      std::optional<HangVerdict> hung;
-      Status failure = Read(*stream, &hung);
+      const StreamEnd end = Read(*stream);
+      const Status& failure = end.status;
       const int64_t requeued = coordinator->ConsumerFailed(consumer_);
       stream->Cancel();
       feeder.join();
@@ -549,29 +566,49 @@ class RemoteLink {
         past_decode_cpu_ns_ += stream->decode_cpu_ns();
         stream_.reset();
         connected_ = false;
+        draining_ = false;
+        // The worker left on purpose, whether or not the run still needs it: a drain, not a
+        // failure.
+        if (end.drained) ++drains_;
+      }
+      const int64_t drained_requeued = requeued + end.returned_samples;
+      if (end.drained) {
+        Notify(WorkerEvent::Kind::kDrained, drained_requeued, 0, std::string(failure.message()));
       }
       if (Stopping() || coordinator->done() || !loader_->merge->failure().ok()) break;
       if (IsDataError(failure, loader_->spec.options.on_error)) {
         loader_->merge->Fail(failure);
         break;
       }
+      last_warning = std::string(failure.message());
+      if (end.drained) {
+        // What it did not deliver is re-queued like a failed worker's, and it is reconnected
+        // alike (a worker restarted on the same address is used again).
+        loader_->Warn(absl::StrCat("worker ", connect_.address, " drained (", drained_requeued,
+                                   " samples it had not delivered re-queued; reconnecting in "
+                                   "the background)"));
+        if (!Backoff(backoff)) break;
+        backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++failures_;
         last_error_ = std::string(failure.message());
-        if (hung.has_value()) {
+        if (end.hung.has_value()) {
           ++hangs_;
-          last_hang_silence_s_ = hung->silence_s;
+          last_hang_silence_s_ = end.hung->silence_s;
         }
       }
-      last_warning = std::string(failure.message());
-      if (hung.has_value()) {
+      if (end.hung.has_value()) {
         loader_->Warn(absl::StrCat(failure.message(), "; ", requeued,
                                    " samples re-queued; its stream is cancelled and it is "
                                    "reconnected when it answers again"));
+        Notify(WorkerEvent::Kind::kHung, requeued, 0, std::string(failure.message()));
       } else {
         loader_->Warn(absl::StrCat("worker ", connect_.address, " failed (", requeued,
                                    " samples re-queued; reconnecting): ", failure.message()));
+        Notify(WorkerEvent::Kind::kFailed, requeued, 0, std::string(failure.message()));
       }
       if (!Backoff(backoff)) break;
       backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
@@ -623,11 +660,31 @@ class RemoteLink {
     }
   }
 
-  // Reads events until the stream fails (or is cancelled) or the worker is found hung (the
-  // stream is then cancelled and *hung says why); returns why.
-  Status Read(rpc::RemoteStream& stream, std::optional<HangVerdict>* hung) {
+  // How a stream ended (Read).
+  struct StreamEnd {
+    Status status;                    // why
+    std::optional<HangVerdict> hung;  // set: the worker was hung and the stream cancelled
+    bool drained = false;             // the worker said it drains before the end
+    int64_t returned_samples = 0;     // re-queued from the splits the worker returned
+  };
+
+  void Notify(WorkerEvent::Kind kind, int64_t requeued, double deadline_s, std::string message) {
+    if (!loader_->options.on_worker_event) return;
+    WorkerEvent e;
+    e.kind = kind;
+    e.address = connect_.address;
+    e.requeued_samples = requeued;
+    e.deadline_s = deadline_s;
+    e.message = std::move(message);
+    loader_->options.on_worker_event(e);
+  }
+
+  // Reads events until the stream fails (or is cancelled, or the worker drained) or the
+  // worker is found hung (the stream is then cancelled); returns how it ended.
+  StreamEnd Read(rpc::RemoteStream& stream) {
     Merge* merge = loader_->merge.get();
     Coordinator* coordinator = loader_->coordinator.get();
+    StreamEnd end;
     watch_.Restart(NowNanos());
     for (;;) {
       // Only when nothing is waiting to be read is the worker silent: events queued while
@@ -637,9 +694,10 @@ class RemoteLink {
         if (std::optional<HangVerdict> v =
                 watch_.Check(coordinator->HeldSamples(consumer_), NowNanos())) {
           stream.Cancel();
-          *hung = v;
-          return absl::DeadlineExceededError(
+          end.hung = v;
+          end.status = absl::DeadlineExceededError(
               absl::StrCat("worker ", connect_.address, " hung: ", v->Describe(watch_.policy())));
+          return end;
         }
         next = stream.NextFor(kLivenessCheckMs);
       }
@@ -658,7 +716,8 @@ class RemoteLink {
           for (Element& e : event.elements) {
             if (!merge->Push(consumer_, std::move(e)).ok()) {
               stream.Cancel();
-              return absl::CancelledError("merge closed");
+              end.status = absl::CancelledError("merge closed");
+              return end;
             }
           }
           break;
@@ -679,8 +738,30 @@ class RemoteLink {
           metrics_ = std::move(event.metrics);
           break;
         }
+        case rpc::StreamEvent::Kind::kDraining:
+          if (!end.drained) {
+            end.drained = true;
+            // No new splits: the feeder's Acquire returns kInactive and it stops, while the
+            // splits the worker holds stay open until delivered or returned.
+            coordinator->SetActive(consumer_, false);
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              draining_ = true;
+            }
+            loader_->Warn(absl::StrFormat(
+                "worker %s is draining (shutting down within %.1f s): it gets no new splits, "
+                "and its share goes to the others",
+                connect_.address, event.deadline_s));
+            Notify(WorkerEvent::Kind::kDraining, 0, event.deadline_s, "");
+          }
+          break;
+        case rpc::StreamEvent::Kind::kSplitReturned:
+          watch_.Delivered(0, NowNanos());
+          end.returned_samples += coordinator->ReleaseSplit(event.split_id);
+          break;
         case rpc::StreamEvent::Kind::kFailed:
-          return event.status.ok() ? absl::UnavailableError("stream ended") : event.status;
+          end.status = event.status.ok() ? absl::UnavailableError("stream ended") : event.status;
+          return end;
       }
     }
   }
@@ -702,6 +783,8 @@ class RemoteLink {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t drains_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t hangs_ ABSL_GUARDED_BY(mu_) = 0;
   double last_hang_silence_s_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
@@ -1197,6 +1280,8 @@ void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
     s.connected = w.connected;
     s.connects += w.connects;
     s.failures += w.failures;
+    s.drains += w.drains;
+    s.draining = w.draining;
     s.hangs += w.hangs;
     if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
     if (!w.last_error.empty()) s.last_error = w.last_error;

@@ -23,8 +23,13 @@
 // declared hung: its stream is cancelled and it is treated as failed (warned about as
 // "worker A hung: nothing delivered for ...", counted in WorkerReport::hangs). A
 // sample that fails remotely under on_error: fail ends the run with the op's error, as it
-// would locally. With options.deterministic, batches come out in the same order, and with
-// the same content, whatever the plan and whichever worker fails.
+// would locally. A worker that drains (SIGTERM; docs/offload.md, "Drain") says so: it gets
+// no new splits from then on, what it still delivers is taken, the splits it returns and
+// whatever it had not delivered when its stream ends are re-queued, and it is counted as
+// drained (WorkerReport::drains), not failed; it is then reconnected in the background like a
+// failed one (a worker restarted on the same address is used again). With options.deterministic,
+// batches come out in the same order, and with the same content, whatever the plan and whichever
+// worker fails.
 //
 // Checkpoints (docs/checkpoint.md): Progress() says which samples the consumer has received
 // (GetNext() returned them, or they were dropped under on_error: skip or drop_remainder);
@@ -62,6 +67,24 @@ namespace sluice::runtime {
 // equal); `local_spill_over` false: the local side keeps to its share (1 - ratio) while a
 // worker is up, the workers still spill over (ConsumerConfig::spill_over). Set it with
 // WithPlacement.
+// What happened to a worker's stream (LoaderOptions::on_worker_event): for programs that
+// watch a run, as the warnings are for people.
+struct WorkerEvent {
+  enum class Kind {
+    kFailed,    // the stream broke (the worker died, the link failed, an Error)
+    kHung,      // cut because the worker delivered nothing for too long (liveness.h)
+    kDraining,  // the worker is shutting down: no new splits; it finishes what it holds
+    kDrained,   // ... and its stream ended; what it did not deliver was re-queued
+  };
+  Kind kind = Kind::kFailed;
+  std::string address;
+  int64_t requeued_samples = 0;  // kFailed, kHung, kDrained: samples put back in the queue
+  double deadline_s = 0;         // kDraining: when the worker returns what it still holds
+  std::string message;           // kFailed, kHung: why
+};
+// "failed", "hung", "draining", "drained".
+const char* WorkerEventKindName(WorkerEvent::Kind kind);
+
 struct LoaderOptions : Placement {
   std::vector<rpc::ConnectOptions> workers;
   // false: no spill-over (FastFlow's counters, for the baseline): a side behind its share is
@@ -82,6 +105,8 @@ struct LoaderOptions : Placement {
   // Warnings (unreachable worker, failure, reconnect). Default: "sluice: warning: ..." on
   // stderr. Called from the Loader's threads.
   std::function<void(const std::string&)> warn;
+  // Each WorkerEvent as it happens (null: none). Called from the Loader's threads.
+  std::function<void(const WorkerEvent&)> on_worker_event;
 };
 
 struct WorkerReport {
@@ -96,6 +121,9 @@ struct WorkerReport {
   bool connected = false;          // now
   int64_t connects = 0;            // successful opens
   int64_t failures = 0;            // streams that broke after opening (hangs included)
+  // Streams the worker ended by draining (shutting down gracefully): not failures.
+  int64_t drains = 0;
+  bool draining = false;           // now: its stream says it is draining
   int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;
