@@ -328,6 +328,61 @@ TEST_F(CliTest, SameSeedSameBytesForOneAndTwoThreads) {
   EXPECT_NE(one.out, three.out);
 }
 
+// `--rank R --world-size N` (docs/distributed.md): the ranks of `sluice run` deliver disjoint
+// shares of the unsharded run's samples, with the same content, all of them but the
+// remainder `even: drop` leaves out; `sluice train` reports its share; bad combinations of
+// the flags are usage errors.
+TEST_F(CliTest, RanksShareEveryEpochAndBadRankFlagsAreUsageErrors) {
+  const fs::path data = GenData("set", 14);
+  const fs::path spec = WriteSpec("p.yaml", PipelineYaml((data / "**/*.jpg").string(), "fail"));
+  Result whole = Run({"run", spec.string(), "--epochs", "2", "--dump-checksum"});
+  ASSERT_EQ(whole.exit_code, 0) << Describe(whole);
+  std::vector<std::string> lines = Lines(whole.out);
+  const std::set<std::string> all(lines.begin(), lines.end() - 1);  // less the "all" line
+  ASSERT_EQ(all.size(), 28u);
+  std::set<std::string> shared;
+  for (int rank = 0; rank < 3; ++rank) {
+    Result r = Run({"run", spec.string(), "--epochs", "2", "--dump-checksum", "--rank",
+                    std::to_string(rank), "--world-size", "3"});
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", rank,
+                                              " of 3: 4 samples per epoch (even: "
+                                              "drop leaves out 2 of the 14 samples")));
+    lines = Lines(r.out);
+    ASSERT_EQ(lines.size(), 2u * 4 + 1) << Describe(r);
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      EXPECT_EQ(all.count(lines[i]), 1u) << lines[i];
+      EXPECT_TRUE(shared.insert(lines[i]).second) << lines[i] << " on two ranks";
+    }
+  }
+  EXPECT_EQ(shared.size(), 24u);
+
+  const fs::path json_path = dir_.path() / "train.json";
+  Result train = Run({"train", spec.string(), "--policy", "none", "--accelerator-ms", "0", "--rank",
+                      "1", "--world-size", "4", "--json", json_path.string()});
+  ASSERT_EQ(train.exit_code, 0) << Describe(train);
+  EXPECT_THAT(train.err, HasSubstr("sluice train: rank 1 of 4: 3 samples per epoch"));
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(json_path));
+  EXPECT_EQ(j["samples"], 3);
+  EXPECT_EQ(j["shard"]["samples_per_epoch"], 3);
+  EXPECT_EQ(j["shard"]["dropped_per_epoch"], 2);
+
+  Result no_size = Run({"run", spec.string(), "--rank", "1"});
+  EXPECT_EQ(no_size.exit_code, 2);
+  EXPECT_THAT(no_size.err, HasSubstr("--rank needs --world-size"));
+  Result out_of_range =
+      Run({"train", spec.string(), "--rank", "3", "--world-size", "3", "--check-flags"});
+  EXPECT_EQ(out_of_range.exit_code, 2);
+  EXPECT_THAT(out_of_range.err,
+              HasSubstr("--rank 3 is out of range for --world-size 3: give 0..2"));
+  Result zero = Run({"train", spec.string(), "--world-size", "0", "--check-flags"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--world-size: expected a value >= 1, got 0"));
+  Result too_many = Run({"run", spec.string(), "--world-size", "15", "--rank", "0"});
+  EXPECT_EQ(too_many.exit_code, 2);
+  EXPECT_THAT(too_many.err, HasSubstr("world_size 15 is larger than the 14 samples of an epoch"));
+}
+
 TEST_F(CliTest, StepsAndFilesOverrideTheSpec) {
   const fs::path data = GenData("set", 20);
   // The spec points nowhere; --files replaces it.

@@ -162,22 +162,30 @@ class Spec:
         return f"sluice.Spec({json.dumps(self._d)})"
 
 
-def files(patterns, label=None, shuffle=False, seed=0):
+def _source(source, even):
+    if even is not None:
+        source["even"] = even
+    return Spec({"source": source})
+
+
+def files(patterns, label=None, shuffle=False, seed=0, even=None):
     """A spec reading `patterns` (a glob such as "data/**/*.jpg", or a list of them).
     `label="parent_dir"` adds a `label` field: the index of the file's folder name among the
-    sorted folder names. `shuffle` visits the files in a new seeded order every epoch."""
+    sorted folder names. `shuffle` visits the files in a new seeded order every epoch.
+    `even` ("drop", the default, or "pad"): how the ranks of a sharded loader get equal
+    counts (docs/distributed.md)."""
     if isinstance(patterns, (list, tuple)):
         patterns = [str(p) for p in patterns]
     else:
         patterns = str(patterns)
-    source = {"files": patterns, "label": label or "none", "shuffle": shuffle, "seed": seed}
-    return Spec({"source": source})
+    return _source({"files": patterns, "label": label or "none", "shuffle": shuffle,
+                    "seed": seed}, even)
 
 
-def manifest(path, label=None, shuffle=False, seed=0):
+def manifest(path, label=None, shuffle=False, seed=0, even=None):
     """A spec reading the files listed in `path` (one per line)."""
-    source = {"manifest": str(path), "label": label or "none", "shuffle": shuffle, "seed": seed}
-    return Spec({"source": source})
+    return _source({"manifest": str(path), "label": label or "none", "shuffle": shuffle,
+                    "seed": seed}, even)
 
 
 def load(path):

@@ -12,7 +12,12 @@ like a PyTorch DataLoader used in `for epoch in range(n): for batch in loader:`.
 Checkpoints. `state_dict()` records which samples the training loop has received so far
 (by epoch, as a bitmap of source indices, plus the spec's fingerprint); a Loader given that
 state with `load_state_dict()` before iterating yields exactly the samples not yet received
-in that pass, with the same augmentations, locally or with workers (docs/checkpoint.md).
+in that pass, with the same augmentations, locally or with workers (docs/python.md).
+
+Ranks. `rank` and `world_size` (default: torchrun's RANK and WORLD_SIZE) make the loader
+one of `world_size` data-parallel trainers: it yields only its share of every epoch, the
+same number of batches as every other rank. The states of all ranks, as a list or merged
+with `merge_states()`, resume on any number of ranks (docs/distributed.md).
 
 Policies. With `workers=[...]`, `policy="auto"` (the default) measures the training loop
 (the time Python spends between batches is the accelerator's step, the time it blocks in
@@ -32,7 +37,8 @@ from collections.abc import Mapping
 from . import _core
 from ._spec import as_spec
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_STATE_VERSIONS = (1, 2)  # 1: a single trainer's, from before sharding by rank
 _EPOCH_END = 1 << 32  # epochs are 32-bit (a SampleId's epoch)
 _MAX_THREADS = 1024  # pipeline::SpecLimits::kMaxThreads
 
@@ -51,6 +57,166 @@ def _policy_text(policy):
         raise ValueError(f"policy: expected a string such as 'auto', 'none' or "
                          f"'fixed:cut=3,ratio=0.5', got {type(policy).__name__}")
     return policy
+
+
+def _env_int(name):
+    text = os.environ.get(name, "")
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} in the environment is not an int") from None
+
+
+def _shard_args(rank, world_size):
+    """(rank, world_size) from the arguments, else from torchrun's RANK and WORLD_SIZE, else
+    (0, 1). ValueError for a world size below 1, a rank out of range, or one without the
+    other (a world size of 1 needs no rank)."""
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name}: expected an int, got {value!r}")
+    rank_name = "rank" if rank is not None else "RANK (environment)"
+    size_name = "world_size" if world_size is not None else "WORLD_SIZE (environment)"
+    rank = rank if rank is not None else _env_int("RANK")
+    world_size = world_size if world_size is not None else _env_int("WORLD_SIZE")
+    if world_size is None:
+        if rank is not None:
+            raise ValueError(f"{rank_name}={rank} needs world_size (or WORLD_SIZE in the "
+                             "environment)")
+        return 0, 1
+    if world_size < 1:
+        raise ValueError(f"{size_name}: must be at least 1, got {world_size}")
+    if rank is None:
+        if world_size == 1:
+            return 0, 1
+        raise ValueError(f"{size_name}={world_size} needs rank (or RANK in the environment)")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"{rank_name}: must be in [0, {world_size - 1}] for world_size "
+                         f"{world_size}, got {rank}")
+    return rank, world_size
+
+
+def _per_rank(n, world_size, even):
+    """A rank's samples when `n` are divided among `world_size` ranks (pipeline/shard.h)."""
+    return n // world_size if even == "drop" else -(-n // world_size)
+
+
+def _check_bitmaps(state, key, first_epoch, n, only=None):
+    """state[key] ({epoch: bitmap}) after checking it: epochs in [first_epoch, 2^32) (or
+    only the epoch `only`), and, when `n` is known, one bit per sample and none past the
+    last."""
+    raw = state.get(key, {})
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"state['{key}'] must be a dict of epoch to bytes, got "
+                        f"{type(raw).__name__}")
+    out = {}
+    for epoch, bits in raw.items():
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"state['{key}'] keys must be epoch ints, got {epoch!r}")
+        if only is not None and epoch != only:
+            raise ValueError(f"state['{key}'] has epoch {epoch}; only first_epoch - 1 = "
+                             f"{only} may be there")
+        if not first_epoch <= epoch < _EPOCH_END and only is None:
+            raise ValueError(f"state['{key}'] has epoch {epoch}, outside "
+                             f"[first_epoch={first_epoch}, 2^32)")
+        if not isinstance(bits, (bytes, bytearray, memoryview)):
+            raise TypeError(f"state['{key}'][{epoch}] must be bytes, got {type(bits).__name__}")
+        bits = bytes(bits)
+        if n is not None:
+            want = (n + 7) // 8
+            if len(bits) != want:
+                raise ValueError(
+                    f"state['{key}'][{epoch}] is a bitmap of {len(bits)} bytes; this "
+                    f"pipeline has {n} samples per epoch ({want} bytes): the state does not "
+                    "fit this spec's files")
+            if n % 8 and bits and bits[-1] >> (n % 8):
+                raise ValueError(
+                    f"state['{key}'][{epoch}] marks samples past the last of the {n} "
+                    "samples per epoch: the state does not fit this spec's files")
+        out[epoch] = bits
+    return out
+
+
+def _check_progress(state, n=None):
+    """The progress in `state` ({first_epoch, consumed, divided, padded, finished}) after
+    checking that it is well formed and, when `n` (samples per epoch) is known, that it fits
+    a pipeline of `n` samples per epoch."""
+    first_epoch = state.get("first_epoch")
+    if isinstance(first_epoch, bool) or not isinstance(first_epoch, int):
+        raise TypeError(f"state['first_epoch'] must be an int, got "
+                        f"{type(first_epoch).__name__}")
+    if not 0 <= first_epoch < _EPOCH_END:
+        raise ValueError(f"state['first_epoch'] must be in [0, 2^32), got {first_epoch}")
+    progress = {"first_epoch": first_epoch,
+                "consumed": _check_bitmaps(state, "consumed", first_epoch, n),
+                "divided": _check_bitmaps(state, "divided", first_epoch, n),
+                "finished": _check_bitmaps(state, "finished", first_epoch, n,
+                                           only=first_epoch - 1)}
+    world_size = state.get("world_size", 1)
+    padded = []
+    for item in state.get("padded", []):
+        if (not isinstance(item, (tuple, list)) or len(item) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)):
+            raise TypeError(f"state['padded'] must list (epoch, index) pairs, got {item!r}")
+        epoch, index = item
+        if not first_epoch <= epoch < _EPOCH_END or (
+                n is not None and not n <= index < n + world_size):
+            raise ValueError(f"state['padded'] has {tuple(item)}, not a padded sample of an "
+                             "epoch in progress")
+        padded.append((epoch, index))
+    progress["padded"] = padded
+    return progress
+
+
+def _check_state_header(state):
+    if not isinstance(state, Mapping):
+        raise TypeError("load_state_dict() takes the dict that state_dict() returned, "
+                        f"got {type(state).__name__}")
+    if state.get("version") not in _STATE_VERSIONS:
+        raise ValueError(f"unsupported loader state version {state.get('version')!r}")
+    rank, world_size = state.get("rank", 0), state.get("world_size", 1)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"state['world_size'] must be an int >= 1, got {world_size!r}")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)
+                             or not 0 <= rank < world_size):
+        raise ValueError(f"state['rank'] must be None (merged) or in [0, {world_size - 1}], "
+                         f"got {rank!r}")
+    return rank, world_size
+
+
+def merge_states(states):
+    """One state from the `state_dict()` of every rank of a sharded run (a list, in any
+    order): every sample any rank received. Any number of ranks can load it: the samples of
+    the epoch not received anywhere are divided afresh among them, each delivered once.
+    ValueError for states of different pipelines or runs, not exactly one per rank, or of
+    ranks more than one epoch apart (take every rank's state at the same step)."""
+    if isinstance(states, Mapping) or not isinstance(states, (list, tuple)) or not states:
+        raise TypeError("merge_states() takes a list of the dicts state_dict() returned on "
+                        f"every rank, got {type(states).__name__}")
+    headers = [_check_state_header(s) for s in states]
+    first = states[0]
+    for key in ("fingerprint", "epochs_per_pass"):
+        values = {repr(s.get(key)) for s in states}
+        if len(values) > 1:
+            raise ValueError(f"the states disagree on {key} ({', '.join(sorted(values))}): "
+                             "they are not from one run")
+    if any(rank is None for rank, _ in headers):
+        raise ValueError("a state given to merge_states() is merged already")
+    sizes = {world_size for _, world_size in headers}
+    if sizes != {len(states)}:
+        raise ValueError(f"{len(states)} states given, from a run of world_size "
+                         f"{'/'.join(map(str, sorted(sizes)))}: give the state of every rank, "
+                         "once")
+    ranks = sorted(rank for rank, _ in headers)
+    if ranks != list(range(len(states))):
+        raise ValueError(f"the states are of ranks {ranks}; give the state of every rank of "
+                         f"0..{len(states) - 1}, once")
+    ordered = sorted(states, key=lambda s: s.get("rank", 0))
+    merged = _core.merge_progress([_check_progress(s) for s in ordered])
+    return {"version": STATE_VERSION, "fingerprint": first.get("fingerprint"),
+            "epochs_per_pass": first.get("epochs_per_pass"), "rank": None,
+            "world_size": len(states), **merged}
 
 
 def _metric_store_text(metric_store):
@@ -113,6 +279,11 @@ class Loader:
     metrics_port serve Prometheus metrics on http://0.0.0.0:PORT/metrics for the Loader's
                  life (an int; or "HOST:PORT" to choose the interface; 0: any free port, see
                  `metrics_address`). docs/metrics.md lists the metrics.
+    rank, world_size  this loader is rank `rank` of `world_size` data-parallel trainers: it
+                 yields its share of every epoch, as many batches as every other rank (the
+                 spec's `source.even` says how the remainder is made even). Each defaults to
+                 the environment's RANK / WORLD_SIZE (torchrun sets them), else 0 and 1.
+                 With `even: pad`, batches carry a field "padded" (bool per sample).
 
     Errors: ValueError for a bad spec, argument or policy; FileNotFoundError when the
     source matches no file; ConnectionError when no worker is reachable; RuntimeError when
@@ -122,8 +293,11 @@ class Loader:
     def __init__(self, spec, workers=None, policy="auto", epochs=None, threads=None,
                  token=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
                  sample_ids=False, require_workers=True, connect_timeout_s=5.0,
-                 split_size=None, measure_s=2.0, metric_store=None, metrics_port=None):
+                 split_size=None, measure_s=2.0, metric_store=None, metrics_port=None,
+                 rank=None, world_size=None):
         self.spec = as_spec(spec)
+        self.rank, self.world_size = _shard_args(rank, world_size)
+        self._even = self.spec.to_dict()["source"].get("even", "drop")
         self._json = self.spec.to_json()
         self._spec_epochs = self.spec.to_dict().get("epochs", 1)
         if epochs is None:
@@ -163,8 +337,8 @@ class Loader:
         self._lock = threading.RLock()
         self._core = None
         self._pass = 0            # the pass being (or next to be) iterated
-        self._resume = None       # (first_epoch, {epoch: bytes}) for the next start
-        self._finished_state = None
+        self._resume = None       # the progress dict (_core.Loader's resume) for the next start
+        self._finished_state = None  # the progress at the end of the last pass
         self._closed = False
         self._samples_per_epoch = None
         self._last_batch = None
@@ -190,17 +364,26 @@ class Loader:
 
     def _start(self):
         first, end = self._pass_bounds()
-        first_epoch, consumed = first, {}
+        resume = {"first_epoch": first}
+        if self._finished_state is not None and self._finished_state["first_epoch"] == first:
+            resume = self._finished_state  # a rank keeps the bits of the epoch it finished
         if self._resume is not None:
-            first_epoch, consumed = self._resume
+            resume = self._resume
             self._resume = None
         self._final_report = None
         self._core = _core.Loader(
             self._json, workers=self.workers, policy=self.policy, threads=self._threads,
             epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
-            first_epoch=first_epoch, consumed=consumed, measure_s=self._measure_s,
-            metric_store=self._metric_store, metrics=self._metrics, **self._credentials)
+            resume=resume, measure_s=self._measure_s, metric_store=self._metric_store,
+            metrics=self._metrics, rank=self.rank, world_size=self.world_size,
+            **self._credentials)
         self._samples_per_epoch = self._core.samples_per_epoch
+        if self.world_size > 1:
+            note = _core.describe_shard(self.rank, self.world_size, self._even,
+                                        self._samples_per_epoch)
+            if note not in self._said:
+                self._said.add(note)
+                log.info("%s", note)
         self._emit_warnings()
         if self.workers and self._require_workers and self._policy_name != "none":
             report = self._core.report()
@@ -244,12 +427,18 @@ class Loader:
             self._samples += batch.num_samples
             self._timeline.add(done, batch.num_samples, wait)
             out = batch.arrays()
-            if self._sample_ids:
-                out["sample_id"] = batch.ids()
+            if self._sample_ids or self._even == "pad":
+                ids = batch.ids()
+                if self._sample_ids:
+                    out["sample_id"] = ids
+                if self._even == "pad":
+                    # A padded sample's index is past the epoch's samples (docs/distributed.md).
+                    out["padded"] = ids[:, 1] >= self._samples_per_epoch
             return out
 
     def _end_pass(self):
         self._final_report = self.report()
+        self._finished_state = self._core.progress()
         self._core.close()
         self._core = None
         self._pass += 1
@@ -273,9 +462,10 @@ class Loader:
         """Batches in one pass when that is known (not for an endless pass)."""
         if self.epochs < 0:
             raise TypeError("an endless loader (epochs=-1) has no length")
-        if self._samples_per_epoch is None:
-            self._samples_per_epoch = _core.samples_per_epoch(self._json)
-        n = self._samples_per_epoch * self.epochs
+        n = self.samples_per_epoch
+        if self.world_size > 1:
+            n = _per_rank(n, self.world_size, self._even)
+        n *= self.epochs
         d = self.spec.to_dict()
         b = d.get("batch") or d.get("padded_batch")
         if not b:
@@ -285,29 +475,47 @@ class Loader:
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self):
-        """What the training loop has received so far; a plain dict (ints, bytes, str) that
-        torch.save / pickle store as is."""
+        """What the training loop has received so far; a plain dict (ints, bytes, str, None)
+        that torch.save / pickle store as is. A rank's state covers its own share; collect
+        every rank's (e.g. torch.distributed.all_gather_object) to resume on another number
+        of ranks."""
         with self._lock:
             if self._core is not None:
-                first_epoch, consumed = self._core.progress()
+                progress = self._core.progress()
             elif self._resume is not None:
-                first_epoch, consumed = self._resume
+                progress = self._resume
+            elif (self._finished_state is not None
+                  and self._finished_state["first_epoch"] == self._pass_bounds()[0]):
+                progress = self._finished_state
             else:
-                first_epoch, consumed = self._pass_bounds()[0], {}
+                progress = {"first_epoch": self._pass_bounds()[0]}
+            def bitmaps(key):
+                return {int(e): bytes(b) for e, b in progress.get(key, {}).items()}
             return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
-                    "epochs_per_pass": self.epochs, "first_epoch": int(first_epoch),
-                    "consumed": {int(e): bytes(b) for e, b in consumed.items()}}
+                    "epochs_per_pass": self.epochs, "rank": self.rank,
+                    "world_size": self.world_size, "first_epoch": int(progress["first_epoch"]),
+                    "consumed": bitmaps("consumed"), "divided": bitmaps("divided"),
+                    "padded": [(int(e), int(i)) for e, i in progress.get("padded", [])],
+                    "finished": bitmaps("finished")}
 
     def load_state_dict(self, state):
         """Resumes from `state_dict()`: the next iteration yields exactly the samples of the
-        current pass not yet received. A running pass is stopped first. Raises TypeError
-        when `state` is not such a dict, and ValueError when it belongs to another pipeline or
-        does not fit this one (a bitmap of the wrong length, epochs out of range)."""
-        if not isinstance(state, Mapping):
-            raise TypeError("load_state_dict() takes the dict that state_dict() returned, "
-                            f"got {type(state).__name__}")
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported loader state version {state.get('version')!r}")
+        current pass not yet received. A rank resumes its own state as it was, at the same
+        rank and world size; the states of every rank (a list, or `merge_states()` of it)
+        resume on any number of ranks, the samples not received anywhere divided afresh
+        (given a list at the same world size, each rank takes its own). A running pass is
+        stopped first. Raises TypeError when `state` is not such a dict, and ValueError when
+        it belongs to another pipeline, does not fit this one (a bitmap of the wrong length,
+        epochs out of range), or is another rank's."""
+        if (isinstance(state, (list, tuple)) and state
+                and all(isinstance(s, Mapping) for s in state)):
+            headers = [_check_state_header(s) for s in state]
+            mine = [s for s, h in zip(state, headers) if h == (self.rank, self.world_size)]
+            if len(state) == self.world_size and len(mine) == 1:
+                state = mine[0]
+            else:
+                state = merge_states(state)
+        rank, world_size = _check_state_header(state)
         if state.get("fingerprint") != self._fingerprint:
             raise ValueError(
                 f"the state belongs to another pipeline (fingerprint {state.get('fingerprint')}, "
@@ -315,53 +523,25 @@ class Loader:
         if state.get("epochs_per_pass") != self.epochs:
             raise ValueError(f"the state was saved with epochs={state.get('epochs_per_pass')}, "
                              f"this loader has epochs={self.epochs}")
+        progress = _check_progress(state, self.samples_per_epoch)
+        if (rank, world_size) != (self.rank, self.world_size):
+            if rank is not None and world_size > 1:
+                raise ValueError(
+                    f"the state is rank {rank}'s of {world_size}; this loader is rank "
+                    f"{self.rank} of {self.world_size}: resume from the states of all "
+                    f"{world_size} ranks (a list of them, or sluice.merge_states(list))")
+            # Merged, or a single trainer's: every sample received anywhere is in it, and
+            # what remains is divided afresh.
+            progress = {"first_epoch": progress["first_epoch"],
+                        "consumed": progress["consumed"], "divided": dict(progress["consumed"])}
         with self._lock:
             if self._core is not None:
                 self._core.close()
                 self._core = None
-            first_epoch, consumed = self._check_progress(state)
+            first_epoch = progress["first_epoch"]
             self._pass = 0 if self.epochs < 0 else first_epoch // self.epochs
-            self._resume = (first_epoch, consumed)
+            self._resume = progress
             self._reset_counters()
-
-    def _check_progress(self, state):
-        """(first_epoch, {epoch: bitmap}) of `state`, after checking that they fit this
-        pipeline: epochs are ints in [0, 2^32), a bitmap has one bit per sample of an epoch
-        and no bit set past the last sample."""
-        first_epoch = state.get("first_epoch")
-        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int):
-            raise TypeError(f"state['first_epoch'] must be an int, got "
-                            f"{type(first_epoch).__name__}")
-        if not 0 <= first_epoch < _EPOCH_END:
-            raise ValueError(f"state['first_epoch'] must be in [0, 2^32), got {first_epoch}")
-        raw = state.get("consumed", {})
-        if not isinstance(raw, Mapping):
-            raise TypeError(f"state['consumed'] must be a dict of epoch to bytes, got "
-                            f"{type(raw).__name__}")
-        n = self.samples_per_epoch
-        want = (n + 7) // 8
-        consumed = {}
-        for epoch, bits in raw.items():
-            if isinstance(epoch, bool) or not isinstance(epoch, int):
-                raise TypeError(f"state['consumed'] keys must be epoch ints, got {epoch!r}")
-            if not first_epoch <= epoch < _EPOCH_END:
-                raise ValueError(f"state['consumed'] has epoch {epoch}, outside "
-                                 f"[first_epoch={first_epoch}, 2^32)")
-            if not isinstance(bits, (bytes, bytearray, memoryview)):
-                raise TypeError(f"state['consumed'][{epoch}] must be bytes, got "
-                                f"{type(bits).__name__}")
-            bits = bytes(bits)
-            if len(bits) != want:
-                raise ValueError(
-                    f"state['consumed'][{epoch}] is a bitmap of {len(bits)} bytes; this "
-                    f"pipeline has {n} samples per epoch ({want} bytes): the state does not "
-                    "fit this spec's files")
-            if n % 8 and bits and bits[-1] >> (n % 8):
-                raise ValueError(
-                    f"state['consumed'][{epoch}] marks samples past the last of the {n} "
-                    "samples per epoch: the state does not fit this spec's files")
-            consumed[epoch] = bits
-        return first_epoch, consumed
 
     # -- reports and lifetime ---------------------------------------------------------------
     def report(self):
@@ -389,6 +569,15 @@ class Loader:
             r["timeline"] = self._timeline.to_list()
             r["fingerprint"] = self._fingerprint
             r["pass"] = self._pass
+            r["shard"] = {"rank": self.rank, "world_size": self.world_size, "even": self._even,
+                          "samples_per_epoch": None, "dropped_per_epoch": None,
+                          "padded_per_epoch": None}
+            n = self._samples_per_epoch  # known once a pass started
+            if n is not None:
+                per_rank = _per_rank(n, self.world_size, self._even)
+                r["shard"].update(samples_per_epoch=per_rank,
+                                  dropped_per_epoch=max(n - per_rank * self.world_size, 0),
+                                  padded_per_epoch=max(per_rank * self.world_size - n, 0))
             return r
 
     def close(self):

@@ -151,6 +151,29 @@ std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& 
   return *std::move(loaded);
 }
 
+void AddShardFlags(FlagParser& flags, ShardFlags* shard) {
+  flags.AddInt("rank", &shard->rank, "R",
+               "this trainer's rank among --world-size data-parallel trainers: it loads only its "
+               "share of every epoch",
+               0);
+  flags.AddInt("world-size", &shard->world_size, "N",
+               "data-parallel trainers sharing every epoch (the spec's source.even makes their "
+               "counts equal)",
+               1);
+}
+
+StatusOr<pipeline::Shard> ShardFromFlags(const FlagParser& flags, const ShardFlags& shard) {
+  if (flags.IsSet("rank") && !flags.IsSet("world-size")) {
+    return absl::InvalidArgumentError("--rank needs --world-size");
+  }
+  if (shard.rank >= shard.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank ", shard.rank, " is out of range for --world-size ", shard.world_size,
+                     ": give 0..", shard.world_size - 1));
+  }
+  return pipeline::Shard{shard.rank, shard.world_size};
+}
+
 int OpsCommand(const std::vector<std::string>& args) {
   FlagParser flags("ops", "");
   if (Status s = flags.Parse(args); !s.ok()) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/core/status.h"
+#include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/spec.h"
 
 namespace sluice::cli {
@@ -51,6 +52,17 @@ std::optional<int> ParsePipelineCommand(const std::string& command, FlagParser& 
 std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& command,
                                                              const FlagParser& flags,
                                                              const std::string& files);
+
+// `--rank R --world-size N` of `sluice run` and `sluice train`: this process is rank R of N
+// data-parallel trainers and loads only its share of every epoch (docs/distributed.md).
+struct ShardFlags {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+};
+void AddShardFlags(FlagParser& flags, ShardFlags* shard);
+// The shard the parsed flags give; InvalidArgument for --rank without --world-size or a rank
+// out of range ("--rank 4 is out of range for --world-size 4: give 0..3").
+StatusOr<pipeline::Shard> ShardFromFlags(const FlagParser& flags, const ShardFlags& shard);
 
 // `sluice bench --policies`: "none,fixed:cut=2,ratio=0.5,oracle" -> {"none",
 // "fixed:cut=2,ratio=0.5", "oracle"}; a word with '=' continues the fixed:... before it

@@ -54,9 +54,10 @@ int RunCommand(const std::vector<std::string>& args) {
   std::string json_path;
   bool dump_checksum = false;
 
+  ShardFlags shard_flags;
   FlagParser flags(kCommand,
                    "PIPELINE.yaml [--threads N] [--steps N] [--epochs N] [--files GLOB] "
-                   "[--json OUT]");
+                   "[--rank R --world-size N] [--json OUT]");
   flags.AddInt("threads", &threads, "N",
                "pipeline threads (0: the spec's options.threads, else the CPU budget)", 0,
                pipeline::SpecLimits::kMaxThreads);
@@ -65,6 +66,7 @@ int RunCommand(const std::vector<std::string>& args) {
                pipeline::SpecLimits::kMaxEpochs);
   flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
+  AddShardFlags(flags, &shard_flags);
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
   // table then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
@@ -72,6 +74,10 @@ int RunCommand(const std::vector<std::string>& args) {
   if (std::optional<int> stop = ParsePipelineCommand(kCommand, flags, args)) return *stop;
   if (json_path == "-" && dump_checksum) {
     return UsageError(kCommand, "--json - and --dump-checksum both want stdout", flags.Usage());
+  }
+  StatusOr<pipeline::Shard> shard = ShardFromFlags(flags, shard_flags);
+  if (!shard.ok()) {
+    return UsageError(kCommand, std::string(shard.status().message()), flags.Usage());
   }
 
   std::optional<pipeline::PipelineSpec> loaded = LoadPipelineForCommand(kCommand, flags, files);
@@ -81,13 +87,21 @@ int RunCommand(const std::vector<std::string>& args) {
 
   pipeline::ExecutorOptions options;
   options.threads = static_cast<int>(threads);
+  options.shard = *shard;
   const int64_t start = NowNanos();
   StatusOr<std::unique_ptr<pipeline::LocalExecutor>> created =
       pipeline::LocalExecutor::Create(spec, options);
   if (!created.ok()) return ReportError(kCommand, created.status());
   std::unique_ptr<pipeline::LocalExecutor> executor = *std::move(created);
 
-  const int64_t expected = ExpectedBatches(spec, executor->samples_per_epoch(), steps);
+  const uint64_t per_epoch = static_cast<uint64_t>(executor->samples_per_epoch());
+  if (shard->sharded()) {
+    std::fprintf(stderr, "sluice %s: %s\n", kCommand.c_str(),
+                 pipeline::DescribeShard(*shard, spec.source.even, per_epoch).c_str());
+  }
+  const int64_t expected = ExpectedBatches(
+      spec, static_cast<int64_t>(pipeline::SamplesPerRank(per_epoch, *shard, spec.source.even)),
+      steps);
   ProgressLine progress(stderr, isatty(STDERR_FILENO) == 1, start);
   SampleDigests digests;
   Element batch;

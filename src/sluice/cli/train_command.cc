@@ -92,7 +92,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   FlagParser flags(kCommand,
                    "PIPELINE.yaml [--workers HOST:PORT,...] [--token-file F] [--tls-ca F "
                    "[--tls-cert F --tls-key F]] [--policy P] --accelerator-ms MS --steps N "
-                   "[--threads N] [--files GLOB] [--metric-store DIR|off] [--json OUT]");
+                   "[--threads N] [--files GLOB] [--metric-store DIR|off] "
+                   "[--rank R --world-size N] [--json OUT]");
   flags.AddString("workers", &workers_flag, "HOST:PORT,...", "the `sluice worker`s to use");
   flags.AddString("token-file", &token_file, "F", "send the bearer token in F to the workers");
   flags.AddString("tls-ca", &tls_ca, "F", "connect with TLS, trusting the CA certificate in F");
@@ -136,6 +137,8 @@ int TrainCommand(const std::vector<std::string>& args) {
                   "serve Prometheus metrics on http://HOST:PORT/metrics while training");
   flags.AddBool("check-flags", &check_flags,
                 "parse and check the flags, then exit 0 without training (deployment checks)");
+  ShardFlags shard_flags;
+  AddShardFlags(flags, &shard_flags);
 
   if (std::optional<int> stop = ParsePipelineCommand(kCommand, flags, args)) return *stop;
   if (json_path == "-" && dump_checksum) {
@@ -146,6 +149,10 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   if (!tls_cert.empty() && tls_ca.empty()) {
     return UsageError(kCommand, "--tls-cert needs --tls-ca", flags.Usage());
+  }
+  StatusOr<pipeline::Shard> shard = ShardFromFlags(flags, shard_flags);
+  if (!shard.ok()) {
+    return UsageError(kCommand, std::string(shard.status().message()), flags.Usage());
   }
   if (check_flags) {
     // Only what the flags say: the files they name may live on another machine.
@@ -204,6 +211,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   runtime::RunnerOptions ro;
   ro.policy = policy;
   ro.base.threads = static_cast<int>(threads);
+  ro.base.shard = *shard;
   if (policy.name != "none") {
     std::string token;
     if (!token_file.empty()) {
@@ -317,6 +325,8 @@ int TrainCommand(const std::vector<std::string>& args) {
       runtime::PolicyRunner::Open(spec, ro);
   if (!opened.ok()) return ReportError(kCommand, opened.status());
   std::unique_ptr<runtime::PolicyRunner> runner = *std::move(opened);
+  const uint64_t per_epoch = static_cast<uint64_t>(runner->samples_per_epoch());
+  if (shard->sharded()) ro.log(pipeline::DescribeShard(*shard, spec.source.even, per_epoch));
   // --steps counts from the plan: the steady figures measure the plan chosen, and the time it
   // took to choose it is time_to_plan_s.
   train.settled = [&runner] { return runner->settled(); };
@@ -411,6 +421,14 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["data_ended"] = result.data_ended;
     j["stopped_by"] = result.stopped ? nlohmann::json(strsignal(g_stop_signal)) : nlohmann::json();
     j["fingerprint"] = pipeline::Fingerprint(spec);
+    const uint64_t per_rank = pipeline::SamplesPerRank(per_epoch, *shard, spec.source.even);
+    const uint64_t world = static_cast<uint64_t>(shard->world_size);
+    j["shard"] = {{"rank", shard->rank},
+                  {"world_size", shard->world_size},
+                  {"even", spec.source.even == pipeline::EvenRule::kPad ? "pad" : "drop"},
+                  {"samples_per_epoch", per_rank},
+                  {"dropped_per_epoch", per_epoch - std::min(per_epoch, per_rank * world)},
+                  {"padded_per_epoch", per_rank * world - std::min(per_epoch, per_rank * world)}};
     nlohmann::json workers = nlohmann::json::array();
     for (const runtime::WorkerReport& w : report.workers) {
       workers.push_back({{"address", w.address},

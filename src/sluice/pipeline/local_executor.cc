@@ -52,6 +52,8 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   SLUICE_ASSIGN_OR_RETURN(SourceFiles files, ResolveSource(spec.source));
   ex->files_ = std::make_shared<const SourceFiles>(std::move(files));
   ex->samples_per_epoch_ = SamplesPerEpoch(*ex->files_, spec.take);
+  SLUICE_RETURN_IF_ERROR(
+      CheckShard(options.shard, spec.source.even, static_cast<uint64_t>(ex->samples_per_epoch_)));
   const bool with_label = spec.source.label == LabelMode::kParentDir;
 
   SLUICE_ASSIGN_OR_RETURN(BuiltOps built,
@@ -76,6 +78,8 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   source_options.epochs = spec.epochs;
   source_options.with_label = with_label;
   source_options.produced = &ex->stats_->source_samples;
+  source_options.shard = options.shard;
+  source_options.even = spec.source.even;
   std::unique_ptr<Iterator> it = std::make_unique<SourceIterator>(ex->files_, source_options);
 
   const size_t budget = options.max_buffered_bytes;

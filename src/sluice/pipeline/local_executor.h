@@ -18,6 +18,7 @@
 #include "sluice/core/status.h"
 #include "sluice/ops/registry.h"
 #include "sluice/pipeline/iterator.h"
+#include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
@@ -27,6 +28,9 @@ namespace sluice::pipeline {
 struct ExecutorOptions {
   int threads = 0;  // overrides spec.options.threads when > 0; 0 = spec, then CPU budget
   size_t max_buffered_bytes = 256 << 20;  // budget across the executor's queues
+  // Run only this rank's share of every epoch (shard.h); the spec's source.even decides the
+  // remainder.
+  Shard shard;
 };
 
 class LocalExecutor {

@@ -274,12 +274,26 @@ std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, ui
 
 Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
                           uint64_t index) {
+  return MakeSourceElement(files, with_label, SampleId{epoch, index}, index);
+}
+
+Element MakeSourceElement(const SourceFiles& files, bool with_label, SampleId id, uint64_t file) {
   Element e;
-  e.id = SampleId{epoch, index};
-  e.origin = files.paths[index];
+  e.id = id;
+  e.origin = files.paths[file];
   e.tensors.push_back(Tensor::FromBytes(e.origin));
-  if (with_label) e.tensors.push_back(Tensor::Scalar(files.labels[index]));
+  if (with_label) e.tensors.push_back(Tensor::Scalar(files.labels[file]));
   return e;
+}
+
+EpochShare EpochShareOf(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
+                        const Shard& shard, EvenRule even, const SourceProgress* resume) {
+  const std::vector<bool>* before = nullptr;
+  if (resume != nullptr) {
+    auto it = resume->divided.find(epoch);
+    if (it != resume->divided.end()) before = &it->second;
+  }
+  return ShareOf(EpochOrder(count, shuffle, seed, epoch), before, shard, even);
 }
 
 int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take) {
@@ -289,6 +303,7 @@ int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take) {
 
 bool SourceProgress::Consumed(SampleId id) const {
   if (id.epoch < first_epoch) return true;
+  if (padded.count(id) > 0) return true;
   auto it = consumed.find(id.epoch);
   return it != consumed.end() && id.index < it->second.size() && it->second[id.index];
 }
@@ -307,6 +322,42 @@ std::vector<bool> SourceProgress::BitsFromBytes(std::string_view bytes) {
     bits[i] = (static_cast<uint8_t>(bytes[i / 8]) >> (i % 8)) & 1u;
   }
   return bits;
+}
+
+StatusOr<SourceProgress> MergeRankProgress(const std::vector<SourceProgress>& ranks) {
+  if (ranks.empty()) return absl::InvalidArgumentError("no rank's progress to merge");
+  size_t slowest = 0;
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    if (ranks[r].first_epoch < ranks[slowest].first_epoch) slowest = r;
+  }
+  const uint32_t first = ranks[slowest].first_epoch;
+  auto add = [](std::vector<bool>& into, const std::vector<bool>& bits) {
+    if (into.size() < bits.size()) into.resize(bits.size(), false);
+    for (size_t i = 0; i < bits.size(); ++i) {
+      if (bits[i]) into[i] = true;
+    }
+  };
+  SourceProgress merged;
+  merged.first_epoch = first;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const SourceProgress& p = ranks[r];
+    if (p.first_epoch > first) {
+      auto it = p.finished.find(first);
+      if (p.first_epoch > first + 1 || it == p.finished.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", r, " has finished epoch ", p.first_epoch - 1, " while rank ",
+                         slowest, " is still in epoch ", first,
+                         ": the states of ranks more than one epoch apart "
+                         "cannot be merged (take every rank's state at the same step)"));
+      }
+      add(merged.consumed[first], it->second);
+    }
+    for (const auto& [epoch, bits] : p.consumed) {
+      if (epoch >= p.first_epoch) add(merged.consumed[epoch], bits);
+    }
+  }
+  merged.divided = merged.consumed;
+  return merged;
 }
 
 SourceIterator::SourceIterator(std::shared_ptr<const SourceFiles> files, SourceOptions options)
@@ -328,26 +379,30 @@ Status SourceIterator::GetNext(Element* out, bool* end_of_stream) {
   const SourceProgress* resume = options_.resume.get();
   uint64_t index = 0;
   for (;;) {
-    if (per_epoch_ > 0 && position_ >= per_epoch_) {
+    if (share_ready_ && position_ >= share_.ids.size()) {
       ++epoch_;
       position_ = 0;
-      order_ready_ = false;
+      share_ready_ = false;
     }
-    bool finished = per_epoch_ == 0 ||
+    // A rank whose share of a whole epoch is empty (more ranks than samples) gets nothing.
+    bool finished = SamplesPerRank(per_epoch_, options_.shard, options_.even) == 0 ||
                     (options_.epochs >= 0 && static_cast<int64_t>(epoch_) >= options_.epochs);
     if (finished) {
       *end_of_stream = true;
       return absl::OkStatus();
     }
-    if (options_.shuffle && !order_ready_) {
-      order_ = EpochOrder(per_epoch_, true, options_.seed, epoch_);
-      order_ready_ = true;
+    if (!share_ready_) {
+      // The share of an epoch divided after a resume may be empty: the loop moves on.
+      share_ = EpochShareOf(per_epoch_, options_.shuffle, options_.seed, epoch_, options_.shard,
+                            options_.even, resume);
+      share_ready_ = true;
+      continue;
     }
-    index = options_.shuffle ? order_[position_] : position_;
-    ++position_;
+    index = share_.ids[position_++];
     if (resume == nullptr || !resume->Consumed(SampleId{epoch_, index})) break;
   }
-  *out = MakeSourceElement(*files_, options_.with_label, epoch_, index);
+  *out = MakeSourceElement(*files_, options_.with_label, SampleId{epoch_, index},
+                           share_.FileOf(index));
   *end_of_stream = false;
   if (options_.produced != nullptr) options_.produced->fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();

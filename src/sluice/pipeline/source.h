@@ -4,7 +4,8 @@
 // manifest, labels from parent folders). EpochOrder() gives the order in which an epoch
 // visits that list: the identity when not shuffled, else a permutation that depends only
 // on (seed, epoch), so every process and every thread count sees the same order.
-// SourceIterator walks those orders epoch after epoch and emits one Element per file:
+// SourceIterator walks those orders epoch after epoch (in a run sharded by rank, its rank's
+// share of each, shard.h) and emits one Element per file:
 //   path:  bytes[?]  the file path
 //   label: i64[]     the class index (only with `label: parent_dir`)
 // with id = {epoch, index in the resolved list} and origin = the path.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "sluice/core/element.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/iterator.h"
+#include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/spec.h"
 
 namespace sluice::pipeline {
@@ -73,21 +76,54 @@ std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, ui
 // The element of file `index` in `epoch`.
 Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
                           uint64_t index);
+// The element of file `file` under the identity `id` (a padded sample of a sharded run
+// repeats another sample's file under its own SampleId).
+Element MakeSourceElement(const SourceFiles& files, bool with_label, SampleId id, uint64_t file);
 
 // What the consumer of a run has received so far, to resume it mid-epoch (a checkpoint,
-// docs/checkpoint.md): every sample of the epochs before `first_epoch`, and in each epoch of
+// docs/python.md): every sample of the epochs before `first_epoch`, and in each epoch of
 // `consumed` the samples whose bit is set (bit i: source index i). A resumed run visits
 // exactly the samples not received, with the same SampleIds, hence the same augmentations.
+//
+// A rank of a sharded run (shard.h, docs/distributed.md) records the same over the global
+// index space, with `first_epoch` the first epoch of which it has not received its whole
+// share, and three more fields:
+//   divided   per epoch, the samples consumed before the epoch was divided among the ranks
+//             (its share was dealt from the others); an epoch not listed was divided whole.
+//             `consumed` includes these bits.
+//   padded    the padded samples (even: pad; index >= samples per epoch) it received.
+//   finished  the bits of the last epoch it finished (first_epoch - 1), which a merge of the
+//             ranks' progress needs when the ranks are one epoch apart.
+// A rank resumed from its own progress with the same rank and world size continues its own
+// share exactly; MergeRankProgress() combines the progress of every rank into one that any
+// number of ranks can resume (the remaining samples are divided afresh).
 struct SourceProgress {
   uint32_t first_epoch = 0;
   std::map<uint32_t, std::vector<bool>> consumed;
+  std::map<uint32_t, std::vector<bool>> divided;
+  std::set<SampleId> padded;
+  std::map<uint32_t, std::vector<bool>> finished;
 
   bool Consumed(SampleId id) const;
-  bool empty() const { return first_epoch == 0 && consumed.empty(); }
+  bool empty() const { return first_epoch == 0 && consumed.empty() && padded.empty(); }
   // Bit i is bit (i % 8) of byte i / 8 (least significant first); trailing bits are zero.
   static std::string BitsToBytes(const std::vector<bool>& bits);
   static std::vector<bool> BitsFromBytes(std::string_view bytes);
 };
+
+// The share of `epoch` that `shard` visits: the epoch's permutation (EpochOrder) less the
+// samples `resume` (may be null) says were consumed before the epoch was divided, dealt as
+// shard.h says. Unsharded and without a resume, the whole permutation.
+EpochShare EpochShareOf(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
+                        const Shard& shard, EvenRule even, const SourceProgress* resume);
+
+// The progress of a whole sharded run from the progress of each of its ranks (ranks[r]:
+// rank r's, all from one run of ranks.size() ranks): every sample that any rank received,
+// with every partly consumed epoch to be divided afresh among the ranks that resume it
+// (`divided` = `consumed`, nothing padded). InvalidArgument when no progress is given, or
+// when the ranks are more than one epoch apart (a rank that finished an epoch carries only
+// that epoch's bits in `finished`).
+StatusOr<SourceProgress> MergeRankProgress(const std::vector<SourceProgress>& ranks);
 
 struct SourceOptions {
   bool shuffle = false;
@@ -100,6 +136,9 @@ struct SourceOptions {
   // Resume: start at resume->first_epoch and leave out the samples already consumed (may be
   // null). `epochs` still counts from epoch 0.
   std::shared_ptr<const SourceProgress> resume;
+  // Visit only this rank's share of each epoch (shard.h).
+  Shard shard;
+  EvenRule even = EvenRule::kDrop;
 };
 
 // Files visited per epoch: min(take, files) (or all files when take < 0).
@@ -119,9 +158,9 @@ class SourceIterator : public Iterator {
   Schema schema_;
   uint64_t per_epoch_ = 0;
   uint32_t epoch_ = 0;
-  uint64_t position_ = 0;  // within the current epoch's order
-  bool order_ready_ = false;
-  std::vector<uint64_t> order_;
+  uint64_t position_ = 0;  // within the current epoch's share
+  bool share_ready_ = false;
+  EpochShare share_;
   std::atomic<bool> cancelled_{false};
 };
 

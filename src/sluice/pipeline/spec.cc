@@ -39,7 +39,7 @@ using Json = nlohmann::json;
 
 constexpr const char* kTopKeys[] = {"source",   "ops",    "batch", "padded_batch", "shuffle_buffer",
                                     "prefetch", "epochs", "take",  "options"};
-constexpr const char* kSourceKeys[] = {"files", "manifest", "label", "shuffle", "seed"};
+constexpr const char* kSourceKeys[] = {"files", "manifest", "label", "shuffle", "seed", "even"};
 constexpr const char* kBatchKeys[] = {"size", "drop_remainder"};
 constexpr const char* kPaddedBatchKeys[] = {"size", "drop_remainder", "padding_value",
                                             "padding_values"};
@@ -581,6 +581,9 @@ class Parser {
         SLUICE_ASSIGN_OR_RETURN(source->shuffle, ReadBool(v));
       } else if (entry.key == "seed") {
         SLUICE_ASSIGN_OR_RETURN(source->seed, ReadUint64(v));
+      } else if (entry.key == "even") {
+        SLUICE_ASSIGN_OR_RETURN(std::string even, ReadChoice(v, {"drop", "pad"}));
+        source->even = even == "pad" ? EvenRule::kPad : EvenRule::kDrop;
       }
     }
     if (files_entry == nullptr && manifest_entry == nullptr) {
@@ -829,6 +832,8 @@ Json ToJson(const PipelineSpec& spec) {
   source["label"] = LabelName(spec.source.label);
   source["shuffle"] = spec.source.shuffle;
   source["seed"] = spec.source.seed;
+  // Written only when changed, like the input limits: the fingerprints of existing specs stay.
+  if (spec.source.even != EvenRule::kDrop) source["even"] = "pad";
 
   Json ops = Json::array();
   for (const OpSpec& op : spec.ops) {
@@ -937,6 +942,7 @@ std::string ToYaml(const PipelineSpec& spec) {
   absl::StrAppend(&out, "  label: ", LabelName(source.label), "\n");
   absl::StrAppend(&out, "  shuffle: ", source.shuffle ? "true" : "false", "\n");
   absl::StrAppend(&out, "  seed: ", source.seed, "\n");
+  if (source.even != EvenRule::kDrop) out += "  even: pad\n";
 
   if (spec.ops.empty()) {
     out += "ops: []\n";
@@ -1038,7 +1044,7 @@ bool operator==(const OpSpec& a, const OpSpec& b) {
 
 bool operator==(const SourceSpec& a, const SourceSpec& b) {
   return a.files == b.files && a.manifest == b.manifest && a.label == b.label &&
-         a.shuffle == b.shuffle && a.seed == b.seed;
+         a.shuffle == b.shuffle && a.seed == b.seed && a.even == b.even;
 }
 
 bool operator==(const BatchSpec& a, const BatchSpec& b) {

@@ -18,6 +18,10 @@ namespace sluice::pipeline {
 
 enum class LabelMode { kNone, kParentDir };
 enum class OnError { kFail, kSkip };
+// How the ranks of a sharded run (docs/distributed.md) are given equal counts when an
+// epoch's samples do not divide evenly: kDrop leaves the last few of the epoch's order out on
+// every rank; kPad repeats samples from its start, as torch's DistributedSampler does.
+enum class EvenRule { kDrop, kPad };
 
 struct SourceSpec {
   // Glob patterns ("**" crosses folders) or plain paths, in the order given. Relative paths
@@ -29,6 +33,7 @@ struct SourceSpec {
   LabelMode label = LabelMode::kNone;
   bool shuffle = false;  // a fresh seeded permutation of sample order every epoch
   uint64_t seed = 0;     // also seeds every random op (see core/rng.h)
+  EvenRule even = EvenRule::kDrop;  // only matters when the run is sharded by rank
 };
 
 struct OpSpec {

@@ -18,6 +18,7 @@ using ops::ArgType;
 using ops::ArgValue;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 // A registry of stand-ins for the image ops, with fixed schemas, so that the messages below
 // do not move when a built-in op gains an argument. The ops are never built.
@@ -234,6 +235,26 @@ TEST(ParseSpecTest, SourceSpellings) {
   EXPECT_EQ(manifest.source.manifest, "train.txt");
 }
 
+// `even` is written into the canonical form only when it is `pad`, so the fingerprints of
+// specs written before it existed stay as they were.
+TEST(ParseSpecTest, EvenIsDropUnlessPadAndOnlyPadIsWritten) {
+  PipelineSpec plain = ParseOrDie("source: {files: a.jpg}\n");
+  PipelineSpec drop = ParseOrDie("source: {files: a.jpg, even: drop}\n");
+  PipelineSpec pad = ParseOrDie("source: {files: a.jpg, even: pad}\n");
+  EXPECT_EQ(plain.source.even, EvenRule::kDrop);
+  EXPECT_EQ(pad.source.even, EvenRule::kPad);
+  EXPECT_TRUE(plain == drop);
+  EXPECT_FALSE(plain == pad);
+  EXPECT_EQ(Fingerprint(plain), Fingerprint(drop));
+  EXPECT_NE(Fingerprint(plain), Fingerprint(pad));
+  EXPECT_THAT(ToCanonicalJson(plain), Not(HasSubstr("even")));
+  EXPECT_THAT(ToCanonicalJson(pad), HasSubstr(R"("even":"pad")"));
+  EXPECT_TRUE(ParseOrDie(ToCanonicalJson(pad)) == pad);
+  EXPECT_TRUE(ParseOrDie(ToYaml(pad)) == pad);
+  EXPECT_EQ(ErrorOf("source: {files: a.jpg, even: round}\n"),
+            "pipe.yaml:1:30: source.even: must be one of drop, pad; got \"round\"");
+}
+
 TEST(ParseSpecTest, PaddedBatch) {
   PipelineSpec spec = ParseOrDie(std::string(kMinimal) +
                                  "padded_batch: {size: 8, padding_value: -1, "
@@ -285,7 +306,7 @@ TEST(SpecErrorTest, UnknownTopLevelKeySuggestsTheNearest) {
 TEST(SpecErrorTest, UnknownKeyInsideASection) {
   EXPECT_EQ(ErrorOf("source:\n  files: a.jpg\n  shuffel: true\n"),
             "pipe.yaml:3:3: source.shuffel: unknown key, did you mean 'shuffle'? (known keys: "
-            "files, manifest, label, shuffle, seed)");
+            "files, manifest, label, shuffle, seed, even)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 4, drop_last: true}\n"),
             "pipe.yaml:2:18: batch.drop_last: unknown key (known keys: size, drop_remainder)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 4, padding_value: 0}\n"),

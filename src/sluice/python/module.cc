@@ -46,6 +46,7 @@
 #include "sluice/metrics/http_server.h"
 #include "sluice/ops/registry.h"
 #include "sluice/pipeline/build.h"
+#include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
@@ -304,6 +305,50 @@ class Batch {
   Schema schema_;
 };
 
+// A SourceProgress as the Python loader passes it: {"first_epoch": int, "consumed":
+// {epoch: bytes}, "divided": {epoch: bytes}, "padded": [(epoch, index)], "finished":
+// {epoch: bytes}}; a missing key is empty. The Python side checked the values.
+pipeline::SourceProgress ProgressFromDict(const py::dict& d) {
+  pipeline::SourceProgress p;
+  if (d.contains("first_epoch")) p.first_epoch = d["first_epoch"].cast<uint32_t>();
+  auto bitmaps = [&d](const char* key, std::map<uint32_t, std::vector<bool>>* out) {
+    if (!d.contains(key)) return;
+    for (const auto& [epoch, bits] : d[key].cast<py::dict>()) {
+      (*out)[epoch.cast<uint32_t>()] =
+          pipeline::SourceProgress::BitsFromBytes(bits.cast<std::string>());
+    }
+  };
+  bitmaps("consumed", &p.consumed);
+  bitmaps("divided", &p.divided);
+  bitmaps("finished", &p.finished);
+  if (d.contains("padded")) {
+    for (const py::handle item : d["padded"]) {
+      const auto [epoch, index] = item.cast<std::pair<uint32_t, uint64_t>>();
+      p.padded.insert(SampleId{epoch, index});
+    }
+  }
+  return p;
+}
+
+py::dict ProgressToDict(const pipeline::SourceProgress& p) {
+  auto bitmaps = [](const std::map<uint32_t, std::vector<bool>>& in) {
+    py::dict out;
+    for (const auto& [epoch, bits] : in) {
+      out[py::int_(epoch)] = py::bytes(pipeline::SourceProgress::BitsToBytes(bits));
+    }
+    return out;
+  };
+  py::list padded;
+  for (const SampleId& id : p.padded) padded.append(py::make_tuple(id.epoch, id.index));
+  py::dict d;
+  d["first_epoch"] = p.first_epoch;
+  d["consumed"] = bitmaps(p.consumed);
+  d["divided"] = bitmaps(p.divided);
+  d["padded"] = padded;
+  d["finished"] = bitmaps(p.finished);
+  return d;
+}
+
 struct LoaderArgs {
   std::string spec_json;
   std::vector<std::string> workers;
@@ -321,9 +366,10 @@ struct LoaderArgs {
   // ("": the default one, "off": none).
   double measure_s = 2.0;
   std::string metric_store;
-  // Resume: every epoch before first_epoch done; bitmaps of consumed samples by epoch.
-  uint32_t first_epoch = 0;
-  std::map<uint32_t, std::string> consumed;
+  // Resume (nullopt: from the start of the pass).
+  std::optional<pipeline::SourceProgress> resume;
+  // Sharding by rank (pipeline/shard.h).
+  pipeline::Shard shard;
   // Where this pass's metrics go (the Python Loader's metrics server; null: none).
   std::shared_ptr<runtime::TrainerMetrics> metrics;
 };
@@ -401,14 +447,10 @@ class PyLoader {
     options.on_decision = [this](const policy::TimelineEntry& entry) {
       QueueLog(kLogInfo, runtime::DescribeDecision(entry));
     };
-    if (args.first_epoch > 0 || !args.consumed.empty()) {
-      auto progress = std::make_shared<pipeline::SourceProgress>();
-      progress->first_epoch = args.first_epoch;
-      for (const auto& [epoch, bits] : args.consumed) {
-        progress->consumed[epoch] = pipeline::SourceProgress::BitsFromBytes(bits);
-      }
-      options.base.resume = std::move(progress);
+    if (args.resume.has_value() && !args.resume->empty()) {
+      options.base.resume = std::make_shared<const pipeline::SourceProgress>(*args.resume);
     }
+    options.base.shard = args.shard;
     StatusOr<std::unique_ptr<runtime::PolicyRunner>> created;
     {
       py::gil_scoped_release release;
@@ -549,19 +591,15 @@ class PyLoader {
     return d;
   }
 
-  // (first_epoch, {epoch: bitmap bytes}): what the consumer has received so far.
-  py::tuple Progress() const {
+  // What the consumer has received so far, as ProgressToDict spells it.
+  py::dict Progress() const {
     pipeline::SourceProgress p;
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(runner_mu_);
       p = runner_->Progress();
     }
-    py::dict consumed;
-    for (const auto& [epoch, bits] : p.consumed) {
-      consumed[py::int_(epoch)] = py::bytes(pipeline::SourceProgress::BitsToBytes(bits));
-    }
-    return py::make_tuple(p.first_epoch, consumed);
+    return ProgressToDict(p);
   }
 
   std::vector<std::string> DrainWarnings() {
@@ -704,6 +742,22 @@ PYBIND11_MODULE(_core, m) {
     }
     return pipeline::SamplesPerEpoch(ValueOrThrow(std::move(files)), spec.take);
   }, "Resolves the spec's source; returns the samples of one epoch.");
+  m.def("merge_progress", [](const std::vector<py::dict>& ranks) {
+    std::vector<pipeline::SourceProgress> progress;
+    for (const py::dict& d : ranks) progress.push_back(ProgressFromDict(d));
+    return ProgressToDict(ValueOrThrow(pipeline::MergeRankProgress(progress)));
+  }, py::arg("ranks"),
+        "Merges the progress dicts of every rank of a sharded run (ranks[r]: rank r's) into "
+        "one that any number of ranks resume. ValueError when the ranks are more than one "
+        "epoch apart.");
+  m.def("describe_shard", [](int64_t rank, int64_t world_size, const std::string& even,
+                             uint64_t samples_per_epoch) {
+    const pipeline::Shard shard{rank, world_size};
+    if (Status checked = pipeline::CheckShard(shard); !checked.ok()) ThrowStatus(checked);
+    return pipeline::DescribeShard(
+        shard, even == "pad" ? pipeline::EvenRule::kPad : pipeline::EvenRule::kDrop,
+        samples_per_epoch);
+  }, py::arg("rank"), py::arg("world_size"), py::arg("even"), py::arg("samples_per_epoch"));
   m.def("check_ops", &CheckOps, py::arg("chain"), py::arg("label") = "none",
         py::arg("seed") = 0,
         "Builds [(name, args), ...] on the source schema; returns each op's bound arguments.");
@@ -731,9 +785,9 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& token, const std::string& token_file,
                        const std::string& tls_ca, const std::string& tls_cert,
                        const std::string& tls_key, double connect_timeout_s,
-                       uint64_t split_size, uint32_t first_epoch,
-                       const std::map<uint32_t, py::bytes>& consumed, double measure_s,
-                       const std::string& metric_store, const PyMetricsServer* metrics) {
+                       uint64_t split_size, const py::object& resume, double measure_s,
+                       const std::string& metric_store, const PyMetricsServer* metrics,
+                       int64_t rank, int64_t world_size) {
              LoaderArgs a;
              a.spec_json = spec_json;
              a.workers = workers;
@@ -747,20 +801,20 @@ PYBIND11_MODULE(_core, m) {
              a.tls_key = tls_key;
              a.connect_timeout_s = connect_timeout_s;
              a.split_size = split_size;
-             a.first_epoch = first_epoch;
+             if (!resume.is_none()) a.resume = ProgressFromDict(resume.cast<py::dict>());
+             a.shard = pipeline::Shard{rank, world_size};
              a.measure_s = measure_s;
              a.metric_store = metric_store;
              if (metrics != nullptr) a.metrics = metrics->metrics();
-             for (const auto& [epoch, bits] : consumed) a.consumed[epoch] = std::string(bits);
              return std::make_unique<PyLoader>(a);
            }),
            py::arg("spec_json"), py::arg("workers") = std::vector<std::string>{},
            py::arg("policy") = "none", py::arg("threads") = 0, py::arg("epochs") = 0,
            py::arg("token") = "", py::arg("token_file") = "", py::arg("tls_ca") = "",
            py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("connect_timeout_s") = 5.0,
-           py::arg("split_size") = 0, py::arg("first_epoch") = 0,
-           py::arg("consumed") = std::map<uint32_t, py::bytes>{}, py::arg("measure_s") = 2.0,
-           py::arg("metric_store") = "", py::arg("metrics") = nullptr)
+           py::arg("split_size") = 0, py::arg("resume") = py::none(), py::arg("measure_s") = 2.0,
+           py::arg("metric_store") = "", py::arg("metrics") = nullptr, py::arg("rank") = 0,
+           py::arg("world_size") = 1)
       .def("next", &PyLoader::Next)
       .def("cancel", &PyLoader::Cancel)
       .def("close", &PyLoader::Close)

@@ -229,7 +229,8 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   profile.trainer_cpu_budget = TrainerCpuBudget(loader_->Report().threads);
 
   policy::ControllerOptions copt = options_.controller;
-  copt.planner.allow_after_batch = spec_.batch.size > 0;
+  // A rank of a sharded run never batches per split (LoaderOptions::shard).
+  copt.planner.allow_after_batch = spec_.batch.size > 0 && !options_.base.shard.sharded();
   controller_ = std::make_unique<policy::Controller>(profile, copt);
   // The window's all-local rate is the plan to come back to if offloading measures worse.
   policy::TimelineEntry entry = controller_->Start(Seconds(now_ns), window.samples_per_s());

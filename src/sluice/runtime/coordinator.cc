@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "sluice/pipeline/source.h"
@@ -33,6 +34,8 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     total += c.share;
   }
   if (total <= 0) return absl::InvalidArgumentError("coordinator: every share is zero");
+  SLUICE_RETURN_IF_ERROR(
+      pipeline::CheckShard(options.shard, options.even, options.samples_per_epoch));
   for (ConsumerConfig& c : consumers) c.share /= total;
   return std::unique_ptr<Coordinator>(new Coordinator(options, std::move(consumers)));
 }
@@ -48,31 +51,71 @@ Coordinator::Coordinator(CoordinatorOptions options, std::vector<ConsumerConfig>
   }
   epochs_started_ = base_epoch_;
   const uint64_t n = options_.samples_per_epoch;
+  per_epoch_ = pipeline::SamplesPerRank(n, options_.shard, options_.even);
   if (options_.resume == nullptr || n == 0) return;
-  // Reserve the consumed samples of the partly consumed epochs; every epoch up to the last
-  // of them starts now, in order.
   const pipeline::SourceProgress& progress = *options_.resume;
-  for (auto it = progress.consumed.begin(); it != progress.consumed.end(); ++it) {
-    const uint32_t last = it->first;
-    if (last < base_epoch_) continue;
-    if (options_.epochs >= 0 && static_cast<int64_t>(last) >= options_.epochs) break;
+  auto in_run = [&](uint32_t epoch) {
+    return epoch >= base_epoch_ &&
+           (options_.epochs < 0 || static_cast<int64_t>(epoch) < options_.epochs);
+  };
+  // An epoch divided afresh holds the share of what remained of it: its own length, maybe 0
+  // (such an epoch is over before it starts).
+  if (!progress.divided.empty() && progress.divided.rbegin()->first >= base_epoch_) {
+    for (uint32_t epoch = base_epoch_; epoch <= progress.divided.rbegin()->first; ++epoch) {
+      uint64_t length = per_epoch_;
+      if (auto it = progress.divided.find(epoch); it != progress.divided.end()) {
+        const std::vector<bool>& bits = it->second;
+        uint64_t remaining = n;
+        for (uint64_t i = 0; i < n && i < bits.size(); ++i) remaining -= bits[i] ? 1 : 0;
+        length = pipeline::SamplesPerRank(remaining, options_.shard, options_.even);
+      }
+      head_.push_back(head_.back() + length);
+      if (length == 0 && in_run(epoch)) ++epochs_completed_;
+    }
+  }
+  // Reserve the samples received before (padded ones included) in the partly consumed
+  // epochs; every epoch up to the last of them starts now, in order.
+  std::set<uint32_t> partial;
+  for (const auto& [epoch, bits] : progress.consumed) partial.insert(epoch);
+  for (const SampleId& id : progress.padded) partial.insert(id.epoch);
+  for (const uint32_t last : partial) {
+    if (!in_run(last)) continue;
     for (uint32_t epoch = epochs_started_; epoch <= last; ++epoch) EpochLocked(epoch);
-    EpochState& e = epochs_.at(last);
-    const std::vector<bool>& bits = it->second;
-    for (uint64_t pos = 0; pos < n; ++pos) {
-      const uint64_t index = e.order[pos];
-      if (index < bits.size() && bits[index]) {
+    auto it = epochs_.find(last);
+    if (it == epochs_.end()) continue;  // an empty share
+    EpochState& e = it->second;
+    for (uint64_t pos = 0; pos < e.share.ids.size(); ++pos) {
+      const SampleId id{last, e.share.ids[pos]};
+      if (progress.Consumed(id)) {
         e.state[pos] = State::kReserved;
-        reserved_.push_back(SampleId{last, index});
+        reserved_.push_back(id);
       }
     }
   }
 }
 
+uint64_t Coordinator::FirstSeqOf(uint32_t epoch) const {
+  const uint64_t i = epoch - base_epoch_;
+  const uint64_t k = head_.size() - 1;
+  if (i <= k) return head_[i];
+  return head_[k] + (i - k) * per_epoch_;
+}
+
+uint32_t Coordinator::EpochOfSeq(uint64_t seq) const {
+  const uint64_t k = head_.size() - 1;
+  if (seq < head_[k]) {
+    // The last epoch of the head that starts at or before `seq` (empty ones are passed).
+    auto it = std::upper_bound(head_.begin(), head_.end(), seq);
+    return base_epoch_ + static_cast<uint32_t>(it - head_.begin() - 1);
+  }
+  if (per_epoch_ == 0) return base_epoch_ + static_cast<uint32_t>(k);
+  return base_epoch_ + static_cast<uint32_t>(k + (seq - head_[k]) / per_epoch_);
+}
+
 uint64_t Coordinator::TotalSeqs() const {
   if (options_.epochs < 0) return std::numeric_limits<uint64_t>::max();
   if (options_.epochs <= static_cast<int64_t>(base_epoch_)) return 0;
-  return options_.samples_per_epoch * static_cast<uint64_t>(options_.epochs - base_epoch_);
+  return FirstSeqOf(static_cast<uint32_t>(options_.epochs));
 }
 
 bool Coordinator::DoneLocked() const {
@@ -85,26 +128,31 @@ Coordinator::EpochState* Coordinator::EpochLocked(uint32_t epoch) {
   auto it = epochs_.find(epoch);
   if (it != epochs_.end()) return &it->second;
   if (epoch < epochs_started_) return nullptr;  // finished
+  epochs_started_ = std::max(epochs_started_, epoch + 1);
+  if (LengthOf(epoch) == 0) return nullptr;  // an empty share: counted as completed
   // Epochs start in order, as fresh splits reach them.
   EpochState& e = epochs_[epoch];
   const uint64_t n = options_.samples_per_epoch;
-  e.order = pipeline::EpochOrder(n, options_.shuffle, options_.seed, epoch);
-  e.inverse.assign(n, 0);
-  for (uint64_t pos = 0; pos < n; ++pos) e.inverse[e.order[pos]] = pos;
-  e.state.assign(n, State::kPending);
-  epochs_started_ = std::max(epochs_started_, epoch + 1);
+  e.share = pipeline::EpochShareOf(n, options_.shuffle, options_.seed, epoch, options_.shard,
+                                   options_.even, options_.resume.get());
+  // Padded samples have indices in [n, n + world_size).
+  e.inverse.assign(n + static_cast<uint64_t>(options_.shard.world_size), kNoPosition);
+  for (uint64_t pos = 0; pos < e.share.ids.size(); ++pos) e.inverse[e.share.ids[pos]] = pos;
+  e.state.assign(e.share.ids.size(), State::kPending);
   return &e;
 }
 
 std::optional<uint64_t> Coordinator::SeqLocked(SampleId id) const {
   auto it = epochs_.find(id.epoch);
   if (it == epochs_.end() || id.index >= it->second.inverse.size()) return std::nullopt;
-  return FirstSeqOf(id.epoch) + it->second.inverse[id.index];
+  const uint64_t position = it->second.inverse[id.index];
+  if (position == kNoPosition) return std::nullopt;  // another rank's sample
+  return FirstSeqOf(id.epoch) + position;
 }
 
 Coordinator::State& Coordinator::StateLocked(uint64_t seq) {
-  const uint64_t n = options_.samples_per_epoch;
-  return epochs_.at(EpochOfSeq(seq)).state[seq % n];
+  const uint32_t epoch = EpochOfSeq(seq);
+  return epochs_.at(epoch).state[seq - FirstSeqOf(epoch)];
 }
 
 std::optional<uint64_t> Coordinator::SeqOf(SampleId id) const {
@@ -194,14 +242,16 @@ std::vector<uint64_t> Coordinator::PeekLocked() {
   std::vector<uint64_t> seqs;
   uint64_t s = next_fresh_;
   while (seqs.empty() && s < total) {
-    const uint64_t epoch_end = (s / n + 1) * n;
-    EpochState* e = EpochLocked(EpochOfSeq(s));  // a fresh run may start an epoch
+    const uint32_t epoch = EpochOfSeq(s);
+    const uint64_t epoch_first = FirstSeqOf(epoch);
+    const uint64_t epoch_end = FirstSeqOf(epoch + 1);
+    EpochState* e = EpochLocked(epoch);  // a fresh run may start an epoch
     if (e == nullptr) {  // already finished (everything left in it was reserved)
       s = epoch_end;
       continue;
     }
     for (; s < epoch_end && seqs.size() < options_.split_size; ++s) {
-      if (e->state[s % n] == State::kPending) seqs.push_back(s);
+      if (e->state[s - epoch_first] == State::kPending) seqs.push_back(s);
     }
   }
   fresh_end_ = s;
@@ -239,18 +289,23 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
     return Acquired::kWait;
   }
   TakeLocked();
-  const uint64_t n = options_.samples_per_epoch;
   const uint64_t split_id = next_split_id_++;
   const uint32_t epoch = EpochOfSeq(seqs.front());
+  const uint64_t epoch_first = FirstSeqOf(epoch);
   EpochState* e = EpochLocked(epoch);
   out->split_id = split_id;
   out->epoch = epoch;
   out->samples.clear();
   out->samples.reserve(seqs.size());
+  out->files.clear();
+  out->files.reserve(seqs.size());
   for (uint64_t seq : seqs) {
-    e->state[seq % n] = State::kAssigned;
+    const uint64_t position = seq - epoch_first;
+    e->state[position] = State::kAssigned;
     split_of_[seq] = split_id;
-    out->samples.push_back(SampleId{epoch, e->order[seq % n]});
+    const uint64_t index = e->share.ids[position];
+    out->samples.push_back(SampleId{epoch, index});
+    out->files.push_back(e->share.FileOf(index));
   }
   out->seqs = seqs;
   OpenSplit& split = open_[split_id];
@@ -316,10 +371,9 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
   } else {
     ++skipped_;
   }
-  const uint64_t n = options_.samples_per_epoch;
   const uint32_t epoch = EpochOfSeq(*seq);
   EpochState& e = epochs_.at(epoch);
-  if (++e.resolved == n) {
+  if (++e.resolved == e.share.ids.size()) {
     epochs_.erase(epoch);
     ++epochs_completed_;
   }
@@ -331,7 +385,7 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
       oldest_unresolved_ = FirstSeqOf(oe + 1);
       continue;
     }
-    const State s = it->second.state[oldest_unresolved_ % n];
+    const State s = it->second.state[oldest_unresolved_ - FirstSeqOf(oe)];
     if (s != State::kDelivered && s != State::kSkipped) break;
     ++oldest_unresolved_;
   }

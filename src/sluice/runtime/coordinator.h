@@ -2,8 +2,10 @@
 // local prefix and one remote stream per worker) and keeps exactly-once accounting
 // (docs/offload.md, "Splits, ratio, spill-over" and "Exactly once").
 //
-// Every epoch's visiting order is the source's (pipeline::EpochOrder), and every sample has
-// a *sequence number*: epoch * samples_per_epoch + its position in that order. Fresh splits
+// Every epoch's visiting order is the source's: pipeline::EpochShareOf, the epoch's
+// permutation, or in a run sharded by rank this rank's share of it (pipeline/shard.h; the
+// coordinator never sees the other ranks' samples). Every sample has a *sequence number*: the
+// samples of the epochs before its own plus its position in its epoch's order. Fresh splits
 // are consecutive runs of `split_size` sequence numbers that never cross an epoch boundary.
 // Consumers pull splits. A consumer gets one when it is *eligible* (after taking it, its
 // samples would still be below its target share of all samples handed out so far), or when
@@ -23,7 +25,9 @@
 // They are *reserved*: each must be resolved once with MarkSkipped() before the run can end
 // (the Loader does that through the merge, so that an in-order merge counts them as
 // released). Sequence numbers then count from the first resumed epoch: the first sample of
-// epoch first_epoch has sequence number 0.
+// epoch first_epoch has sequence number 0. An epoch that the progress divided afresh
+// (SourceProgress::divided) holds only the share of what remained, so it can be shorter than
+// the others, or empty.
 //
 // With `window` > 0 a fresh split is handed out only while its first sequence number is
 // less than `window` past the oldest unresolved sample, which bounds what an in-order merge
@@ -66,6 +70,9 @@ struct CoordinatorOptions {
   // even when it has no room, and one ahead of its share gets a split only when no other
   // active consumer is behind (so a failed consumer's share does not stall the others).
   bool spill_over = true;
+  // Hand out only this rank's share of every epoch.
+  pipeline::Shard shard;
+  pipeline::EvenRule even = pipeline::EvenRule::kDrop;
 };
 
 struct ConsumerConfig {
@@ -85,6 +92,7 @@ struct SplitAssignment {
   uint32_t epoch = 0;
   std::vector<SampleId> samples;  // in epoch order
   std::vector<uint64_t> seqs;     // their sequence numbers
+  std::vector<uint64_t> files;    // the file each reads (a padded sample repeats another's)
 };
 
 struct ConsumerStats {
@@ -112,7 +120,7 @@ class Coordinator {
   enum class Acquired { kSplit, kWait, kInactive, kDone, kCancelled };
 
   // InvalidArgument for split_size 0, epochs 0 or < -1, no consumers, a negative share, all
-  // shares zero, or max_open_splits < 1.
+  // shares zero, max_open_splits < 1, or a shard pipeline::CheckShard refuses.
   static StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options,
                                                        std::vector<ConsumerConfig> consumers);
 
@@ -166,11 +174,12 @@ class Coordinator {
   // kReserved: consumed before a resume; never handed out, resolved by MarkSkipped.
   enum class State : uint8_t { kPending, kAssigned, kDelivered, kSkipped, kReserved };
   struct EpochState {
-    std::vector<uint64_t> order;    // position -> source index
-    std::vector<uint64_t> inverse;  // source index -> position
+    pipeline::EpochShare share;     // share.ids: position -> sample index
+    std::vector<uint64_t> inverse;  // sample index -> position (kNoPosition: not in the share)
     std::vector<State> state;       // by position
     uint64_t resolved = 0;
   };
+  static constexpr uint64_t kNoPosition = ~uint64_t{0};
   struct Consumer {
     ConsumerConfig config;
     int64_t assigned = 0;
@@ -204,15 +213,18 @@ class Coordinator {
   int64_t RequeueLocked(OpenSplit& split) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t TotalSeqs() const;  // UINT64_MAX when endless
-  uint32_t EpochOfSeq(uint64_t seq) const {
-    return base_epoch_ + static_cast<uint32_t>(seq / options_.samples_per_epoch);
-  }
-  uint64_t FirstSeqOf(uint32_t epoch) const {
-    return static_cast<uint64_t>(epoch - base_epoch_) * options_.samples_per_epoch;
-  }
+  // The sequence layout: epochs [base_epoch_, base_epoch_ + head_.size() - 1) have the
+  // lengths their first sequence numbers in head_ say (those the resume divided afresh, and
+  // any before them); every later epoch has per_epoch_ samples.
+  uint32_t EpochOfSeq(uint64_t seq) const;
+  uint64_t FirstSeqOf(uint32_t epoch) const;
+  uint64_t LengthOf(uint32_t epoch) const { return FirstSeqOf(epoch + 1) - FirstSeqOf(epoch); }
 
   const CoordinatorOptions options_;
   const uint32_t base_epoch_;  // the first epoch of this run (resume->first_epoch, or 0)
+  // Set by the constructor, constant afterwards.
+  uint64_t per_epoch_ = 0;  // samples of this rank's share of a whole epoch
+  std::vector<uint64_t> head_{0};
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

@@ -516,3 +516,77 @@ TEST(CoordinatorResumeTest, ResumingAtTheEndIsDoneAtOnce) {
 
 }  // namespace
 }  // namespace sluice::runtime
+
+namespace sluice::runtime {
+namespace {
+
+// Drains a one-consumer coordinator: the samples it hands out, in order, with their files.
+std::vector<std::pair<SampleId, uint64_t>> DrainShares(Coordinator& c) {
+  std::vector<std::pair<SampleId, uint64_t>> out;
+  SplitAssignment split;
+  while (c.TryAcquire(0, &split) == Acquired::kSplit) {
+    EXPECT_EQ(split.files.size(), split.samples.size());
+    for (size_t i = 0; i < split.samples.size(); ++i) {
+      out.emplace_back(split.samples[i], split.files[i]);
+    }
+    DeliverAll(c, split);
+  }
+  return out;
+}
+
+TEST(CoordinatorShardTest, HandsOutOnlyTheRanksShareAndThePaddedSamplesFiles) {
+  CoordinatorOptions o = Options(/*per_epoch=*/10, /*split_size=*/2, /*epochs=*/2);
+  o.shuffle = true;
+  o.seed = 3;
+  o.shard = pipeline::Shard{2, 3};
+  o.even = pipeline::EvenRule::kPad;
+  std::unique_ptr<Coordinator> c = Make(o, {1.0});
+  ASSERT_NE(c, nullptr);
+  std::vector<std::pair<SampleId, uint64_t>> expected;
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    pipeline::EpochShare share =
+        pipeline::EpochShareOf(10, true, 3, epoch, o.shard, o.even, nullptr);
+    for (uint64_t id : share.ids) expected.emplace_back(SampleId{epoch, id}, share.FileOf(id));
+  }
+  ASSERT_EQ(expected.size(), 8u);
+  EXPECT_GE(expected[3].first.index, 10u);  // rank 2 gets the second padded sample
+  EXPECT_EQ(DrainShares(*c), expected);
+  EXPECT_TRUE(c->done());
+  // Another rank's sample is not this coordinator's to accept.
+  auto other = Make(o, {1.0});
+  pipeline::EpochShare rank0 =
+      pipeline::EpochShareOf(10, true, 3, 0, pipeline::Shard{0, 3}, o.even, nullptr);
+  SplitAssignment split;
+  ASSERT_EQ(other->TryAcquire(0, &split), Acquired::kSplit);
+  EXPECT_FALSE(other->MarkDelivered(SampleId{0, rank0.ids[0]}).has_value());
+}
+
+// After an elastic resume an epoch holds only the share of what remained: shorter than a
+// whole epoch's share, or empty (fewer samples left than ranks under drop), and the run
+// still ends.
+TEST(CoordinatorShardTest, AnEpochDividedAfreshIsShorterOrEmpty) {
+  for (int consumed : {5, 8}) {
+    CoordinatorOptions o = Options(/*per_epoch=*/10, /*split_size=*/2, /*epochs=*/2);
+    o.shard = pipeline::Shard{1, 3};
+    auto progress = std::make_shared<pipeline::SourceProgress>();
+    progress->consumed[0] = std::vector<bool>(10, false);
+    for (int i = 0; i < consumed; ++i) progress->consumed[0][i] = true;
+    progress->divided = progress->consumed;
+    o.resume = progress;
+    std::unique_ptr<Coordinator> c = Make(o, {1.0});
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(c->ReservedSamples().empty());
+    std::vector<std::pair<SampleId, uint64_t>> got = DrainShares(*c);
+    const size_t first = consumed == 5 ? 1 : 0;  // 5 left: one each; 2 left: none
+    ASSERT_EQ(got.size(), first + 3) << consumed;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first.epoch, i < first ? 0u : 1u) << consumed;
+      EXPECT_GE(got[i].first.index, i < first ? static_cast<uint64_t>(consumed) : 0u);
+    }
+    EXPECT_TRUE(c->done()) << consumed;
+    EXPECT_EQ(c->Stats().epochs_completed, 2) << consumed;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::runtime

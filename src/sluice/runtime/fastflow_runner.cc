@@ -76,7 +76,8 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
     }
   }
   const std::vector<policy::FastFlowProfilingRun> runs = policy::FastFlowProfilingRuns(
-      num_ops, first_reads, spec.batch.size > 0, static_cast<int>(options.workers.size()), ff);
+      num_ops, first_reads, spec.batch.size > 0 && !options.base.shard.sharded(),
+      static_cast<int>(options.workers.size()), ff);
   out.metrics.num_ops = num_ops;
   for (const rpc::ConnectOptions& w : options.workers) {
     out.metrics.worker_addresses.push_back(w.address);

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -65,32 +66,58 @@ constexpr double kReconnectTimeoutS = 1.0;
 constexpr int64_t kLivenessCheckMs = 250;
 
 // Which samples the consumer has received (or will never receive: skipped, dropped), by
-// epoch, for Loader::Progress(). Thread-safe.
+// epoch, for Loader::Progress(). An epoch is folded into first_epoch once this process's
+// share of it is received (the whole epoch unless the run is sharded by rank); a rank keeps
+// the bits of the last epoch it folded as `finished`, which a merge of the ranks' progress
+// needs (pipeline::MergeRankProgress). Thread-safe.
 class ProgressTracker {
  public:
-  void Init(uint64_t per_epoch, int64_t epochs, const pipeline::SourceProgress* resume) {
+  void Init(uint64_t per_epoch, int64_t epochs, const pipeline::Shard& shard,
+            pipeline::EvenRule even, const pipeline::SourceProgress* resume) {
     std::lock_guard<std::mutex> lock(mu_);
     n_ = per_epoch;
     epochs_ = epochs;
+    shard_ = shard;
+    even_ = even;
     if (resume == nullptr) return;
     first_epoch_ = resume->first_epoch;
+    if (shard_.sharded()) finished_ = resume->finished;
+    // The samples consumed before the division are known but not this process's to count.
+    for (const auto& [epoch, bits] : resume->divided) {
+      if (epoch < first_epoch_) continue;
+      EpochBits& e = EntryLocked(epoch);
+      uint64_t remaining = n_;
+      for (uint64_t i = 0; i < bits.size() && i < n_; ++i) {
+        if (!bits[i]) continue;
+        e.bits[i] = true;
+        --remaining;
+      }
+      e.divided = e.bits;
+      e.expected = pipeline::SamplesPerRank(remaining, shard_, even_);
+    }
     for (const auto& [epoch, bits] : resume->consumed) {
       if (epoch < first_epoch_) continue;
       for (uint64_t i = 0; i < bits.size() && i < n_; ++i) {
         if (bits[i]) MarkLocked(SampleId{epoch, i});
       }
     }
+    for (const SampleId& id : resume->padded) MarkLocked(id);
+    FoldLocked();
   }
 
   void Mark(SampleId id) {
     std::lock_guard<std::mutex> lock(mu_);
     MarkLocked(id);
+    FoldLocked();
   }
 
   // The end of the stream: every epoch of the run is done.
   void Finish() {
     std::lock_guard<std::mutex> lock(mu_);
     if (epochs_ < 0) return;
+    if (shard_.sharded() && !partial_.empty()) {
+      finished_ = {{partial_.rbegin()->first, partial_.rbegin()->second.bits}};
+    }
     first_epoch_ = std::max<uint32_t>(first_epoch_, static_cast<uint32_t>(epochs_));
     partial_.clear();
   }
@@ -99,25 +126,50 @@ class ProgressTracker {
     std::lock_guard<std::mutex> lock(mu_);
     pipeline::SourceProgress p;
     p.first_epoch = first_epoch_;
-    for (const auto& [epoch, e] : partial_) p.consumed[epoch] = e.bits;
+    for (const auto& [epoch, e] : partial_) {
+      p.consumed[epoch] = e.bits;
+      if (!e.divided.empty()) p.divided[epoch] = e.divided;
+      for (uint64_t index : e.pads) p.padded.insert(SampleId{epoch, index});
+    }
+    p.finished = finished_;
     return p;
   }
 
  private:
   struct EpochBits {
-    std::vector<bool> bits;
-    uint64_t count = 0;
+    std::vector<bool> bits;     // over the samples of the epoch
+    std::vector<bool> divided;  // consumed before the epoch was divided (empty: none)
+    std::set<uint64_t> pads;    // padded samples received (index >= n)
+    uint64_t count = 0;         // samples of this process's share received
+    uint64_t expected = 0;      // the size of that share
   };
 
+  EpochBits& EntryLocked(uint32_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto [it, added] = partial_.try_emplace(epoch);
+    if (added) {
+      it->second.bits.assign(n_, false);
+      it->second.expected = pipeline::SamplesPerRank(n_, shard_, even_);
+    }
+    return it->second;
+  }
+
   void MarkLocked(SampleId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (id.epoch < first_epoch_ || id.index >= n_) return;
-    EpochBits& e = partial_[id.epoch];
-    if (e.bits.empty()) e.bits.assign(n_, false);
-    if (e.bits[id.index]) return;
-    e.bits[id.index] = true;
+    if (id.epoch < first_epoch_) return;
+    EpochBits& e = EntryLocked(id.epoch);
+    if (id.index < n_) {
+      if (e.bits[id.index]) return;
+      e.bits[id.index] = true;
+    } else if (!e.pads.insert(id.index).second) {
+      return;
+    }
     ++e.count;
-    for (auto it = partial_.find(first_epoch_); it != partial_.end() && it->second.count == n_;
+  }
+
+  void FoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = partial_.find(first_epoch_);
+         it != partial_.end() && it->second.count >= it->second.expected;
          it = partial_.find(first_epoch_)) {
+      if (shard_.sharded()) finished_ = {{first_epoch_, std::move(it->second.bits)}};
       partial_.erase(it);
       ++first_epoch_;
     }
@@ -126,8 +178,11 @@ class ProgressTracker {
   mutable std::mutex mu_;
   uint64_t n_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t epochs_ ABSL_GUARDED_BY(mu_) = 1;
+  pipeline::Shard shard_ ABSL_GUARDED_BY(mu_);
+  pipeline::EvenRule even_ ABSL_GUARDED_BY(mu_) = pipeline::EvenRule::kDrop;
   uint32_t first_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint32_t, EpochBits> partial_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::vector<bool>> finished_ ABSL_GUARDED_BY(mu_);
 };
 
 // An op that reports each element it fails on before returning the error, so the loader
@@ -276,8 +331,9 @@ class SplitSource : public pipeline::Iterator {
           return absl::CancelledError("pipeline cancelled");
       }
     }
-    const SampleId id = split_.samples[position_++];
-    *out = pipeline::MakeSourceElement(*files_, with_label_, id.epoch, id.index);
+    const SampleId id = split_.samples[position_];
+    *out = pipeline::MakeSourceElement(*files_, with_label_, id, split_.files[position_]);
+    ++position_;
     *end_of_stream = false;
     return absl::OkStatus();
   }
@@ -632,9 +688,10 @@ class RemoteLink {
       rpc::Split out;
       out.split_id = split.split_id;
       out.elements.reserve(split.samples.size());
-      for (const SampleId& id : split.samples) {
+      for (size_t i = 0; i < split.samples.size(); ++i) {
+        const SampleId id = split.samples[i];
         Element e =
-            pipeline::MakeSourceElement(*loader_->files, loader_->with_label, id.epoch, id.index);
+            pipeline::MakeSourceElement(*loader_->files, loader_->with_label, id, split.files[i]);
         if (local_read) {
           Status read = pipeline::ApplyStages(loader_->read_stage, e);
           if (!read.ok()) {
@@ -802,6 +859,15 @@ Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& option
   if (options.max_open_splits < 1) {
     return absl::InvalidArgumentError("max_open_splits must be at least 1");
   }
+  SLUICE_RETURN_IF_ERROR(pipeline::CheckShard(options.shard));
+  // A worker batches each split on its own, and splits end with their epoch: the batch count
+  // would then depend on the plan, and the ranks must all yield the same count.
+  if (options.shard.sharded() && options.cut == kCutAfterBatch && spec.batch.size > 0 &&
+      !options.workers.empty() && options.ratio > 0) {
+    return absl::InvalidArgumentError(
+        "cut=batch is not available to a rank of a sharded run (world_size > 1): batches "
+        "made per split would give the ranks different batch counts; cut before the batch");
+  }
   return absl::OkStatus();
 }
 
@@ -858,7 +924,10 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec.source));
   d.files = std::make_shared<const pipeline::SourceFiles>(std::move(files));
   d.per_epoch = pipeline::SamplesPerEpoch(*d.files, spec.take);
-  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.resume.get());
+  SLUICE_RETURN_IF_ERROR(
+      pipeline::CheckShard(opt.shard, spec.source.even, static_cast<uint64_t>(d.per_epoch)));
+  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.shard, spec.source.even,
+                  opt.resume.get());
   SLUICE_ASSIGN_OR_RETURN(pipeline::BuiltOps built,
                           pipeline::BuildOps(spec.ops, spec.source.seed, registry,
                                              pipeline::SourceSchema(spec.source.label), 0,
@@ -874,6 +943,8 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   so.with_label = spec.source.label == pipeline::LabelMode::kParentDir;
   so.produced = &d.stats->source_samples;
   so.resume = opt.resume;
+  so.shard = opt.shard;
+  so.even = spec.source.even;
   std::unique_ptr<pipeline::Iterator> it =
       std::make_unique<pipeline::SourceIterator>(d.files, std::move(so));
 
@@ -1042,6 +1113,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   co.split_size = split_size;
   co.resume = opt.resume;
   co.spill_over = opt.spill_over;
+  co.shard = opt.shard;
+  co.even = spec.source.even;
   if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
   SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));
 
@@ -1053,7 +1126,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
                                     static_cast<int>(num_workers) + 1, mo);
   // Samples consumed before a resume count as released, so that an in-order merge does not
   // wait for them.
-  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.resume.get());
+  d.progress.Init(static_cast<uint64_t>(d.per_epoch), spec.epochs, opt.shard, spec.source.even,
+                  opt.resume.get());
   for (const SampleId& id : d.coordinator->ReservedSamples()) d.merge->Skip(id);
 
   // The local prefix.

@@ -31,10 +31,12 @@
 // batches come out in the same order, and with the same content, whatever the plan and whichever
 // worker fails.
 //
-// Checkpoints (docs/checkpoint.md): Progress() says which samples the consumer has received
+// Checkpoints (docs/python.md): Progress() says which samples the consumer has received
 // (GetNext() returned them, or they were dropped under on_error: skip or drop_remainder);
 // a Loader created with that progress as LoaderOptions::resume delivers exactly the others,
-// with the same SampleIds and hence the same augmentations, locally or offloaded.
+// with the same SampleIds and hence the same augmentations, locally or offloaded. A rank of a
+// sharded run resumes its own share from its own progress, or a fresh share of what remains
+// from the merged progress of all ranks (pipeline::MergeRankProgress).
 //
 // Thread-compatible (one consumer calls GetNext()); Cancel(), Report() and Progress() from any
 // thread.
@@ -52,6 +54,7 @@
 #include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 #include "sluice/ops/registry.h"
+#include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
@@ -102,6 +105,11 @@ struct LoaderOptions : Placement {
   // Resume from a checkpoint: the samples it marks consumed are left out (may be null).
   // spec.epochs still counts from epoch 0.
   std::shared_ptr<const pipeline::SourceProgress> resume;
+  // This process is rank `shard.rank` of `shard.world_size` data-parallel trainers: it
+  // loads only its share of every epoch (pipeline/shard.h, docs/distributed.md), offloads
+  // and accounts for exactly that share, and Progress() says what it received over the
+  // global sample indices. Not with cut=batch (the batch count must not depend on the plan).
+  pipeline::Shard shard;
   // Warnings (unreachable worker, failure, reconnect). Default: "sluice: warning: ..." on
   // stderr. Called from the Loader's threads.
   std::function<void(const std::string&)> warn;

@@ -510,3 +510,208 @@ TEST_F(LoaderResumeTest, ProgressResumesExactlyTheUndeliveredSamplesLocallyAndOf
 
 }  // namespace
 }  // namespace sluice::runtime
+
+namespace sluice::runtime {
+namespace {
+
+// Ranks of a sharded run (pipeline/shard.h), locally and offloaded to an in-process worker.
+class LoaderShardTest : public LoaderTest {
+ protected:
+  // 47 images (so that 2, 3 and 4 ranks all leave a remainder), 2 epochs, batches of 4.
+  static constexpr uint64_t kTake = 47;
+
+  pipeline::PipelineSpec ShardSpec(pipeline::EvenRule even) {
+    pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+    spec.take = kTake;
+    spec.epochs = 2;
+    spec.source.even = even;
+    return spec;
+  }
+
+  struct Run {
+    std::vector<Element> batches;
+    pipeline::SourceProgress progress;
+  };
+
+  // The first `batches` batches (every one when < 0) of rank `rank` of `world`, resumed from
+  // `resume` (may be null), and its progress after them.
+  static Run RunRank(const pipeline::PipelineSpec& spec, LoaderOptions options, int64_t rank,
+                     int64_t world, std::shared_ptr<const pipeline::SourceProgress> resume,
+                     int batches = -1) {
+    options.shard = pipeline::Shard{rank, world};
+    options.resume = std::move(resume);
+    Run run;
+    auto loader = Loader::Create(spec, options);
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    if (!loader.ok()) return run;
+    for (int i = 0; batches < 0 || i < batches; ++i) {
+      Element e;
+      bool end = false;
+      Status s = (*loader)->GetNext(&e, &end);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok() || end) break;
+      run.batches.push_back(std::move(e));
+    }
+    run.progress = (*loader)->Progress();
+    return run;
+  }
+
+  // Adds every real sample of `batches` to `seen` (failing on one seen before, or whose
+  // content differs from the unsharded run's) and returns how many padded ones they held.
+  static int64_t Collect(const std::vector<Element>& batches,
+                         const std::map<SampleId, std::string>& reference, std::set<SampleId>* seen,
+                         const std::string& label) {
+    int64_t padded = 0;
+    for (const Element& b : batches) {
+      for (size_t m = 0; m < b.members.size(); ++m) {
+        const SampleId id = b.members[m];
+        if (id.index >= kTake) {
+          ++padded;
+          continue;
+        }
+        EXPECT_TRUE(seen->insert(id).second)
+            << label << ": sample " << id.epoch << "/" << id.index << " twice";
+        std::string bytes;
+        for (const Tensor& t : b.tensors) {
+          bytes.append(t.Slice(static_cast<int64_t>(m), static_cast<int64_t>(m) + 1).bytes());
+        }
+        EXPECT_EQ(bytes, reference.at(id)) << label << ": content of " << id.index;
+      }
+    }
+    return padded;
+  }
+
+  static int64_t Undelivered(const std::set<SampleId>& seen, uint32_t epoch) {
+    int64_t n = 0;
+    for (uint64_t i = 0; i < kTake; ++i) n += seen.count(SampleId{epoch, i}) == 0 ? 1 : 0;
+    return n;
+  }
+};
+
+// Disjoint and complete coverage of both epochs by 1-4 ranks under both rules, all-local
+// and offloaded (cut 2), each rank yielding the same number of batches.
+TEST_F(LoaderShardTest, RanksCoverEveryEpochOnceWithEqualBatchCounts) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  for (pipeline::EvenRule even : {pipeline::EvenRule::kDrop, pipeline::EvenRule::kPad}) {
+    const pipeline::PipelineSpec spec = ShardSpec(even);
+    const std::map<SampleId, std::string> reference = ById(DrainLocal(spec));
+    ASSERT_EQ(reference.size(), 2 * kTake);
+    for (int64_t world = 1; world <= 4; ++world) {
+      for (bool offloaded : {false, true}) {
+        const std::string label =
+            absl::StrCat(even == pipeline::EvenRule::kPad ? "pad" : "drop", ", world_size ", world,
+                         offloaded ? ", offloaded" : ", local");
+        const int64_t per_rank =
+            static_cast<int64_t>(pipeline::SamplesPerRank(kTake, pipeline::Shard{0, world}, even));
+        std::set<SampleId> seen;
+        int64_t padded = 0;
+        for (int64_t rank = 0; rank < world; ++rank) {
+          const LoaderOptions plan = offloaded ? Plan({worker->address()}, 2, 0.5) : Plan({}, 0, 0);
+          Run run = RunRank(spec, plan, rank, world, nullptr);
+          EXPECT_EQ(run.batches.size(), static_cast<size_t>((2 * per_rank + 3) / 4))
+              << label << ", rank " << rank;
+          padded += Collect(run.batches, reference, &seen, label);
+          EXPECT_EQ(run.progress.first_epoch, 2u) << label;
+        }
+        const int64_t left_out = even == pipeline::EvenRule::kDrop ? kTake % world : 0;
+        EXPECT_EQ(Undelivered(seen, 0), left_out) << label;
+        EXPECT_EQ(Undelivered(seen, 1), left_out) << label;
+        EXPECT_EQ(padded, even == pipeline::EvenRule::kPad ? 2 * (per_rank * world - 47) : 0)
+            << label;
+      }
+    }
+  }
+}
+
+// Elastic resume, 2 -> 3 and 3 -> 2 ranks: the old ranks take 3 batches each, their progress
+// is merged, and the new ranks (local and offloaded) deliver every sample not delivered
+// before exactly once, with equal batch counts; only the remainder rule leaves samples out.
+TEST_F(LoaderShardTest, ElasticResumeDeliversTheRestOnceOnANewNumberOfRanks) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  for (auto [from, to] : {std::pair<int64_t, int64_t>{2, 3}, {3, 2}}) {
+    for (pipeline::EvenRule even : {pipeline::EvenRule::kDrop, pipeline::EvenRule::kPad}) {
+      const std::string label = absl::StrCat(from, " -> ", to, " ranks, ",
+                                             even == pipeline::EvenRule::kPad ? "pad" : "drop");
+      const pipeline::PipelineSpec spec = ShardSpec(even);
+      const std::map<SampleId, std::string> reference = ById(DrainLocal(spec));
+      std::set<SampleId> seen;
+      std::vector<pipeline::SourceProgress> old;
+      for (int64_t rank = 0; rank < from; ++rank) {
+        Run head = RunRank(spec, Plan({}, 0, 0), rank, from, nullptr, /*batches=*/3);
+        ASSERT_EQ(head.batches.size(), 3u) << label;
+        Collect(head.batches, reference, &seen, label);
+        old.push_back(head.progress);
+      }
+      StatusOr<pipeline::SourceProgress> merged = pipeline::MergeRankProgress(old);
+      ASSERT_TRUE(merged.ok()) << label << ": " << merged.status();
+      ASSERT_EQ(merged->first_epoch, 0u) << label;
+      // What the new ranks divide: each epoch less what the old ranks received of it.
+      int64_t remaining[2] = {static_cast<int64_t>(kTake), static_cast<int64_t>(kTake)};
+      for (const auto& [epoch, bits] : merged->consumed) {
+        for (bool bit : bits) remaining[epoch] -= bit ? 1 : 0;
+      }
+      EXPECT_EQ(remaining[0] + remaining[1], 2 * static_cast<int64_t>(kTake) - 12 * from);
+      auto resume = std::make_shared<const pipeline::SourceProgress>(*merged);
+      std::vector<pipeline::SourceProgress> done;
+      std::set<size_t> batch_counts;
+      for (int64_t rank = 0; rank < to; ++rank) {
+        const LoaderOptions plan =
+            rank % 2 == 1 ? Plan({worker->address()}, 2, 0.5) : Plan({}, 0, 0);
+        Run tail = RunRank(spec, plan, rank, to, resume);
+        batch_counts.insert(tail.batches.size());
+        Collect(tail.batches, reference, &seen, label);
+        done.push_back(tail.progress);
+      }
+      EXPECT_EQ(batch_counts.size(), 1u) << label << ": the new ranks' batch counts differ";
+      const bool drop = even == pipeline::EvenRule::kDrop;
+      EXPECT_EQ(Undelivered(seen, 0), drop ? remaining[0] % to : 0) << label;
+      EXPECT_EQ(Undelivered(seen, 1), drop ? remaining[1] % to : 0) << label;
+      StatusOr<pipeline::SourceProgress> end = pipeline::MergeRankProgress(done);
+      ASSERT_TRUE(end.ok()) << label;
+      EXPECT_EQ(end->first_epoch, 2u) << label;
+    }
+  }
+}
+
+// The same world size resumes as one trainer does: a rank resumed from its own progress
+// (here past its padded sample and the epoch boundary) delivers exactly the rest of its own
+// share, locally and offloaded.
+TEST_F(LoaderShardTest, OwnProgressResumesTheRestOfTheOwnShare) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = ShardSpec(pipeline::EvenRule::kPad);
+  const std::map<SampleId, std::string> reference = ById(DrainLocal(spec));
+  std::set<SampleId> whole;
+  // Rank 2 of 3 gets the one padded sample of each epoch (47 = 3 x 16 - 1).
+  Collect(RunRank(spec, Plan({}, 0, 0), 2, 3, nullptr).batches, reference, &whole, "whole");
+  for (bool offloaded : {false, true}) {
+    const LoaderOptions plan = offloaded ? Plan({worker->address()}, 2, 0.5) : Plan({}, 0, 0);
+    const std::string label = offloaded ? "offloaded" : "local";
+    Run head = RunRank(spec, plan, 2, 3, nullptr, /*batches=*/5);  // 20 of 2 x 16
+    std::set<SampleId> seen;
+    int64_t padded = Collect(head.batches, reference, &seen, label);
+    Run tail =
+        RunRank(spec, plan, 2, 3, std::make_shared<const pipeline::SourceProgress>(head.progress));
+    padded += Collect(tail.batches, reference, &seen, label);
+    EXPECT_EQ(seen, whole) << label;
+    EXPECT_EQ(padded, 2) << label;  // one padded sample per epoch, delivered once
+    EXPECT_EQ(tail.progress.first_epoch, 2u) << label;
+  }
+}
+
+TEST_F(LoaderShardTest, CutAfterBatchIsRefusedToARank) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  LoaderOptions options = Plan({worker->address()}, kCutAfterBatch, 0.5);
+  options.shard = pipeline::Shard{0, 2};
+  EXPECT_THAT(Loader::Create(ShardSpec(pipeline::EvenRule::kDrop), options).status().message(),
+              HasSubstr("cut=batch is not available to a rank of a sharded run"));
+  options.shard = pipeline::Shard{2, 2};
+  EXPECT_THAT(Loader::Create(ShardSpec(pipeline::EvenRule::kDrop), options).status().message(),
+              HasSubstr("rank: must be in [0, 1]"));
+}
+
+}  // namespace
+}  // namespace sluice::runtime
