@@ -56,6 +56,10 @@ struct OpSchema {
   // Reads files through OpContext::env->storage (a worker without --data-root refuses
   // sessions that would run such an op).
   bool reads_files = false;
+  // Turns the source's path into the sample's bytes: the op a trainer runs itself under
+  // read=local and ships the output of (it can only be ops[0]), and whose output size is the
+  // sample's raw size. read_file.
+  bool reads_sample = false;
 
   const ArgSchema* FindArg(std::string_view arg_name) const;
 };

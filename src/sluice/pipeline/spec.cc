@@ -1064,4 +1064,10 @@ bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
          a.take == b.take && a.options == b.options;
 }
 
+bool FirstOpReadsSample(const PipelineSpec& spec, const ops::Registry& registry) {
+  if (spec.ops.empty()) return false;
+  const ops::OpDef* def = registry.Find(spec.ops[0].name);
+  return def != nullptr && def->schema.reads_sample;
+}
+
 }  // namespace sluice::pipeline

@@ -119,6 +119,11 @@ std::string Fingerprint(const PipelineSpec& spec);
 // reads): "batch.size: must be in [1, 65536], got 100000000".
 Status CheckSpecRanges(const PipelineSpec& spec);
 
+// Whether ops[0] reads the sample's file (OpSchema::reads_sample): what read=local and the
+// raw sample size need. An op the registry does not know is not such an op.
+bool FirstOpReadsSample(const PipelineSpec& spec,
+                        const ops::Registry& registry = ops::Registry::Builtin());
+
 bool operator==(const OpSpec& a, const OpSpec& b);
 bool operator==(const SourceSpec& a, const SourceSpec& b);
 bool operator==(const BatchSpec& a, const BatchSpec& b);

@@ -831,3 +831,22 @@ TEST_F(LoadSpecTest, ReadsAFileAndNamesItInErrors) {
 
 }  // namespace
 }  // namespace sluice::pipeline
+
+namespace sluice::pipeline {
+namespace {
+
+// The op trait, not the op's name: read_file reads the sample; read_box reads a file too,
+// but a sidecar, so read=local cannot start with it.
+TEST(FirstOpReadsSampleTest, FollowsTheOpSchemaTrait) {
+  PipelineSpec spec;
+  EXPECT_FALSE(FirstOpReadsSample(spec));
+  spec.ops = {{"read_file", {}}, {"decode_jpeg", {}}};
+  EXPECT_TRUE(FirstOpReadsSample(spec));
+  spec.ops = {{"read_box", {}}, {"read_file", {}}};
+  EXPECT_FALSE(FirstOpReadsSample(spec));
+  spec.ops = {{"no_such_op", {}}};
+  EXPECT_FALSE(FirstOpReadsSample(spec));
+}
+
+}  // namespace
+}  // namespace sluice::pipeline

@@ -42,6 +42,9 @@ double WorkerProfile::OpCpuSeconds(const Costs& costs, int position) const {
 }
 
 bool Profile::first_op_reads() const {
+  // A profile (and the metric store it is saved to) carries op names only, and the policy
+  // module does not see the op registry: the name of the one op with
+  // OpSchema::reads_sample. pipeline::FirstOpReadsSample is the check wherever a spec is.
   return !costs.ops.empty() && costs.ops[0].name == "read_file";
 }
 

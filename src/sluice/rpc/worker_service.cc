@@ -970,7 +970,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   const int num_ops = static_cast<int>(spec.ops.size());
   const bool local_read = request.read_mode == ReadMode::kLocalRead;
   const int first_op = local_read ? 1 : 0;
-  if (local_read && (num_ops == 0 || spec.ops[0].name != "read_file")) {
+  if (local_read && !pipeline::FirstOpReadsSample(spec, *options_.registry)) {
     return absl::InvalidArgumentError(
         "local_read needs ops[0] to be read_file (the trainer runs it and sends the bytes)");
   }

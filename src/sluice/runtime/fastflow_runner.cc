@@ -66,7 +66,7 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
   const int64_t start = NowNanos();
   FastFlowOutcome out;
   const int num_ops = static_cast<int>(spec.ops.size());
-  const bool first_reads = num_ops > 0 && spec.ops[0].name == "read_file";
+  const bool first_reads = pipeline::FirstOpReadsSample(spec);
   // Can the workers read the data themselves? (FastFlow assumes shared storage; where there
   // is none, it is given the one candidate that works rather than a failed run.)
   policy::FastFlowOptions ff = options.fastflow;

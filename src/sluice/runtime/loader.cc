@@ -51,7 +51,7 @@ PipelineShape PipelineShapeOf(const pipeline::PipelineSpec& spec) {
   PipelineShape shape;
   shape.num_ops = static_cast<int>(spec.ops.size());
   shape.has_batch = spec.batch.size > 0;
-  shape.first_op_reads_file = !spec.ops.empty() && spec.ops[0].name == "read_file";
+  shape.first_op_reads_file = pipeline::FirstOpReadsSample(spec);
   return shape;
 }
 

@@ -123,7 +123,7 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
   costs.source_bytes_per_sample = fallback != nullptr && fallback->source_bytes_per_sample > 0
                                       ? fallback->source_bytes_per_sample
                                       : defaults.source_bytes_per_sample;
-  if (n > 0 && spec.ops[0].name == "read_file") {
+  if (n > 0 && pipeline::FirstOpReadsSample(spec)) {
     costs.raw_bytes_per_sample = costs.ops[0].bytes_out_per_sample;
   } else if (fallback != nullptr) {
     costs.raw_bytes_per_sample = fallback->raw_bytes_per_sample;
@@ -226,7 +226,7 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
 }
 
 std::string StorageCheckPath(const pipeline::PipelineSpec& spec) {
-  if (spec.ops.empty() || spec.ops[0].name != "read_file" || spec.source.files.empty()) {
+  if (!pipeline::FirstOpReadsSample(spec) || spec.source.files.empty()) {
     return "";
   }
   StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(spec.source.files[0]);

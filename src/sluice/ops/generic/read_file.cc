@@ -39,6 +39,7 @@ OpDef ReadFileOpDef() {
            .Default("path")
            .Doc("the bytes field holding the file path")});
   def.schema.reads_files = true;
+  def.schema.reads_sample = true;
   def.factory = [](const OpSchema& schema, const Args& args,
                    const Schema& input) -> StatusOr<std::unique_ptr<Op>> {
     SLUICE_ASSIGN_OR_RETURN(
