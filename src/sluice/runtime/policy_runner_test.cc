@@ -183,7 +183,10 @@ TEST_F(PolicyRunnerTest, FixedAndFastFlowNeedWorkers) {
 TEST_F(PolicyRunnerTest, SluicePlansSwitchesAndReportsItsDecisions) {
   RunnerOptions o = Options("sluice", /*with_worker=*/true);
   o.metric_store = policy::MetricStoreOptions{dir_ + "/store", 3600, nullptr};
-  // No accelerator step at all: the loop always waits for data.
+  // No accelerator step at all: the loop always waits for data, once it has taken what the
+  // pipeline prepared while the runner opened (a slow machine prepares several batches
+  // then): the window holds more batches than any prefetch.
+  o.measure_batches = 12;
   const RunnerReport r = Run(std::move(o));
   ASSERT_FALSE(r.timeline.empty());
   ASSERT_EQ(decisions_.size(), r.timeline.size());
