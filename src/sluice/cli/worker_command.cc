@@ -227,6 +227,9 @@ int WorkerCommand(const std::vector<std::string>& args) {
     metrics_server = *std::move(started);
   }
   const rpc::WorkerInfo info = (*server)->service().Info();
+  // Serving from before the first line a script waits for: whoever reads "listening on" may
+  // probe at once.
+  (*server)->MarkStarted();
   std::printf("listening on %s (sluice %s, %d threads, %s%s)\n", (*server)->address().c_str(),
               info.version.c_str(), info.threads,
               options.tls_cert_file.empty() ? "plaintext" : "TLS",
@@ -235,7 +238,6 @@ int WorkerCommand(const std::vector<std::string>& args) {
     std::printf("metrics on http://%s/metrics\n", metrics_server->address().c_str());
   }
   std::fflush(stdout);
-  (*server)->MarkStarted();
   if (options.worker.data_root.empty()) {
     std::fprintf(stderr,
                  "sluice worker: no --data-root: this worker reads no files; it serves "
