@@ -22,6 +22,7 @@ yet trained on arrives exactly once (docs/distributed.md). The script checks tha
 took the same number of steps and exits non-zero otherwise.
 """
 import argparse
+import faulthandler
 import os
 import pathlib
 import sys
@@ -49,7 +50,12 @@ def main():
     parser.add_argument("--even", default="drop", choices=["drop", "pad"])
     parser.add_argument("--checkpoint", help="save everything at half the steps to this file")
     parser.add_argument("--resume", help="continue from a --checkpoint file")
+    parser.add_argument("--deadline-s", type=float, default=0,
+                        help="if the rank is still running after this long, print every "
+                             "thread's stack and exit non-zero (0: no deadline)")
     args = parser.parse_args()
+    if args.deadline_s > 0:
+        faulthandler.dump_traceback_later(args.deadline_s, exit=True)
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -13,8 +13,13 @@ def torchrun(nproc, tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=str(package_path()), OMP_NUM_THREADS="1")
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
            "--redirects", "1", "--tee", "1", "--log_dir", str(tmp_path / f"logs-{nproc}"),
-           str(ROOT / "examples" / "train_ddp.py"), *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+           str(ROOT / "examples" / "train_ddp.py"), "--deadline-s", "240", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        # Each rank's output (a rank past its deadline prints every thread's stack there).
+        for log in sorted((tmp_path / f"logs-{nproc}").rglob("*.log")):
+            done.stdout += f"\n== {log}\n" + log.read_text()[-4000:]
+    return done
 
 
 def test_two_ranks_checkpoint_and_three_ranks_resume(sluice, tmp_path):
