@@ -181,7 +181,7 @@ TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
   EXPECT_EQ(c.elements.size(), 16u);
 }
 
-TEST_F(GrpcWorkerTest, ServesTlsAndRejectsAClientWithoutTheCa) {
+TEST_F(GrpcWorkerTest, ServesTlsChecksTheNameAndRejectsAClientWithoutTheCa) {
   MakeCertificates("tls");
   MakeCertificates("other");
   const std::string d = dir_.path() + "/tls/";
@@ -198,6 +198,17 @@ TEST_F(GrpcWorkerTest, ServesTlsAndRejectsAClientWithoutTheCa) {
   Collected c = Collect(**good, SendEpoch(**good, ReadMode::kRemoteRead));
   EXPECT_TRUE(c.failure.ok()) << c.failure;
 
+  // A worker found by name (dns:NAME:PORT) is reached at its address but checked against
+  // the name (ConnectOptions::tls_server_name): the certificate names localhost only.
+  connect.tls_server_name = "localhost";
+  auto by_name = RemoteStream::Open(connect, Session(2));
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  connect.tls_server_name = "elsewhere";
+  auto wrong_name = RemoteStream::Open(connect, Session(2));
+  ASSERT_FALSE(wrong_name.ok());
+  EXPECT_THAT(std::string(wrong_name.status().message()), HasSubstr(server->address()));
+  connect.tls_server_name.clear();
+
   connect.tls_ca_file = dir_.path() + "/other/ca.pem";  // trusts another CA
   auto other = RemoteStream::Open(connect, Session(2));
   ASSERT_FALSE(other.ok());
@@ -208,28 +219,6 @@ TEST_F(GrpcWorkerTest, ServesTlsAndRejectsAClientWithoutTheCa) {
   auto plain = RemoteStream::Open(connect, Session(2));
   ASSERT_FALSE(plain.ok());
   EXPECT_THAT(std::string(plain.status().message()), HasSubstr(server->address()));
-}
-
-// A worker found by name is reached at its address but checked against the name
-// (ConnectOptions::tls_server_name): the certificate names localhost, not "elsewhere".
-TEST_F(GrpcWorkerTest, TlsChecksTheWorkersNameWhenOneIsGiven) {
-  MakeCertificates("tls");
-  const std::string d = dir_.path() + "/tls/";
-  ServerOptions options;
-  options.tls_cert_file = d + "server.pem";
-  options.tls_key_file = d + "server.key";
-  auto server = StartServer(options);
-  ASSERT_NE(server, nullptr);
-  ConnectOptions connect = Connect(*server);
-  connect.connect_timeout_s = 2;
-  connect.tls_ca_file = d + "ca.pem";
-  connect.tls_server_name = "localhost";
-  auto good = RemoteStream::Open(connect, Session(2));
-  ASSERT_TRUE(good.ok()) << good.status();
-  connect.tls_server_name = "elsewhere";
-  auto wrong = RemoteStream::Open(connect, Session(2));
-  ASSERT_FALSE(wrong.ok());
-  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr(server->address()));
 }
 
 TEST_F(GrpcWorkerTest, MutualTlsRequiresAClientCertificate) {

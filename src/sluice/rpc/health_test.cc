@@ -16,17 +16,23 @@ namespace fs = std::filesystem;
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
 
-// The status the health service gives for `service`; UNKNOWN when the call fails.
-HealthCheckResponse::ServingStatus Check(const std::string& address, const std::string& service) {
+// Asks the health service about `service`.
+grpc::Status Ask(const std::string& address, const std::string& service,
+                 HealthCheckResponse* response) {
   auto stub = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   HealthCheckRequest request;
   request.set_service(service);
+  return stub->Check(&ctx, request, response);
+}
+
+// The status the health service gives for `service`; UNKNOWN when the call fails.
+HealthCheckResponse::ServingStatus Check(const std::string& address, const std::string& service) {
   HealthCheckResponse response;
-  const grpc::Status s = stub->Check(&ctx, request, &response);
-  return s.ok() ? response.status() : HealthCheckResponse::UNKNOWN;
+  return Ask(address, service, &response).ok() ? response.status()
+                                               : HealthCheckResponse::UNKNOWN;
 }
 
 TEST(WorkerHealthTest, StartingServingDataRootLostDrainingAndShuttingDown) {
@@ -80,14 +86,9 @@ TEST(WorkerHealthTest, AnUnknownServiceNameIsNotFound) {
   auto started = GrpcWorkerServer::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   (*started)->MarkStarted();
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel((*started)->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  HealthCheckRequest request;
-  request.set_service("no.such.Service");
   HealthCheckResponse response;
-  EXPECT_EQ(stub->Check(&ctx, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Ask((*started)->address(), "no.such.Service", &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

@@ -12,6 +12,27 @@ double Read(const std::atomic<int64_t>& n) {
 
 }  // namespace
 
+std::vector<metrics::Family> OpFamilies(const std::string& prefix, const std::string& where,
+                                        const std::vector<pipeline::OpStatsSnapshot>& ops) {
+  using metrics::Family;
+  Family samples = Family::Counter(prefix + "_op_samples_total",
+                                   "Samples each op produced " + where + ".");
+  Family cpu = Family::Counter(prefix + "_op_cpu_seconds_total",
+                               "Thread CPU time spent inside each op " + where + ".");
+  Family bytes = Family::Counter(prefix + "_op_output_bytes_total",
+                                 "Payload bytes each op produced " + where + ".");
+  Family errors = Family::Counter(prefix + "_op_errors_total",
+                                  "Samples each op failed on (data errors) " + where + ".");
+  for (const pipeline::OpStatsSnapshot& op : ops) {
+    const metrics::Labels labels = {{"op", op.name}};
+    samples.Add(static_cast<double>(op.samples), labels);
+    cpu.Add(static_cast<double>(op.cpu_ns) / 1e9, labels);
+    bytes.Add(static_cast<double>(op.bytes_out), labels);
+    errors.Add(static_cast<double>(op.errors), labels);
+  }
+  return {std::move(samples), std::move(cpu), std::move(bytes), std::move(errors)};
+}
+
 std::vector<metrics::Family> WorkerMetricFamilies(const WorkerService& service,
                                                   const std::string& not_ready) {
   using metrics::Family;
@@ -27,25 +48,9 @@ std::vector<metrics::Family> WorkerMetricFamilies(const WorkerService& service,
   out.push_back(Family::Gauge("sluice_worker_cpu_budget", "CPUs the worker may use.")
                     .Add(info.cpu_budget));
 
-  Family samples = Family::Counter("sluice_worker_op_samples_total",
-                                   "Samples each op produced on this worker.");
-  Family cpu = Family::Counter("sluice_worker_op_cpu_seconds_total",
-                               "Thread CPU time spent inside each op on this worker.");
-  Family bytes = Family::Counter("sluice_worker_op_output_bytes_total",
-                                 "Payload bytes each op produced on this worker.");
-  Family errors = Family::Counter("sluice_worker_op_errors_total",
-                                  "Samples each op failed on (data errors) on this worker.");
-  for (const pipeline::OpStatsSnapshot& op : service.OpTotals()) {
-    const metrics::Labels labels = {{"op", op.name}};
-    samples.Add(static_cast<double>(op.samples), labels);
-    cpu.Add(static_cast<double>(op.cpu_ns) / 1e9, labels);
-    bytes.Add(static_cast<double>(op.bytes_out), labels);
-    errors.Add(static_cast<double>(op.errors), labels);
+  for (Family& f : OpFamilies("sluice_worker", "on this worker", service.OpTotals())) {
+    out.push_back(std::move(f));
   }
-  out.push_back(std::move(samples));
-  out.push_back(std::move(cpu));
-  out.push_back(std::move(bytes));
-  out.push_back(std::move(errors));
 
   const WorkerCounters& c = service.counters();
   out.push_back(Family::Counter("sluice_worker_samples_sent_total",

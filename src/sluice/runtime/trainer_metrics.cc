@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sluice/core/placement.h"
+#include "sluice/rpc/worker_metrics.h"
 
 namespace sluice::runtime {
 namespace {
@@ -112,16 +113,9 @@ std::vector<metrics::Family> TrainerMetrics::Families() const {
   out.push_back(Family::Counter("sluice_trainer_skipped_samples_total",
                                 "Samples dropped under on_error: skip.")
                     .Add(static_cast<double>(loader_.skipped)));
-  Family op_cpu = Family::Counter("sluice_trainer_op_cpu_seconds_total",
-                                  "Thread CPU time inside each op in this process.");
-  Family op_samples = Family::Counter("sluice_trainer_op_samples_total",
-                                      "Samples each op produced in this process.");
-  for (const pipeline::OpStatsSnapshot& op : loader_.local_ops) {
-    op_cpu.Add(static_cast<double>(op.cpu_ns) / 1e9, {{"op", op.name}});
-    op_samples.Add(static_cast<double>(op.samples), {{"op", op.name}});
+  for (Family& f : rpc::OpFamilies("sluice_trainer", "in this process", loader_.local_ops)) {
+    out.push_back(std::move(f));
   }
-  out.push_back(std::move(op_cpu));
-  out.push_back(std::move(op_samples));
 
   // The plan as an info metric: 1 on the series whose labels say the plan in force.
   Placement placement;
