@@ -52,6 +52,12 @@ nlohmann::json ToJson(const TimelineEntry& e) {
       {"t_s", e.t_s}, {"kind", DecisionKindName(e.kind)}, {"reason", e.reason}, {"plan", plan}};
 }
 
+PlannerOptions ClosedLoopPlannerOptions() {
+  PlannerOptions o;
+  o.min_gain = kMinRateGap;
+  return o;
+}
+
 Controller::Controller(Profile profile, ControllerOptions options)
     : profile_(std::move(profile)), options_(std::move(options)) {}
 
@@ -138,6 +144,9 @@ const Controller::Tried* Controller::BetterMeasured() {
 }
 
 bool Controller::MeasuredWorse(const Plan& plan) {
+  for (const Plan& lost : lost_to_local_) {
+    if (SamePlacement(lost, plan)) return true;
+  }
   const Tried* t = Find(plan);
   if (t == nullptr) return false;
   for (const Tried& other : tried_) {
@@ -156,6 +165,8 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     std::erase_if(tried_, [](const Tried& t) { return t.plan.offload; });
     current_ = tried_.size();
     trials_ = 0;
+    checking_against_.reset();
+    lost_to_local_.clear();
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
     tried_[current_].beliefs = before;
@@ -465,6 +476,83 @@ std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
                              plan_.PolicyString(), ": back to it"));
 }
 
+std::optional<TimelineEntry> Controller::MaybeLocalCheck(double t) {
+  if (!plan_.offload || checking_against_.has_value() || current_ >= tried_.size()) {
+    return std::nullopt;
+  }
+  const Tried& cur = tried_[current_];
+  if (cur.rate.n < options_.min_measured_periods) return std::nullopt;
+  const Tried* local = nullptr;
+  for (const Tried& t : tried_) {
+    if (!t.plan.offload) local = &t;
+  }
+  // All-local measured in steady state: the rollback rule compares the two.
+  if (local != nullptr && !local->rate.lower_bound && local->rate.n > 0) return std::nullopt;
+  // Two estimates of all-local's steady rate: the start window (a lower bound, its start-up
+  // included; absent when nothing ran before the first plan) and the model. The offloading
+  // plan needs no check when its measured rate clears both by the noise of its periods and
+  // by what a period resolves (the rule `Differs` applies to two measured plans).
+  const double bound = local != nullptr ? local->rate.Mean() : 0;
+  const double predicted =
+      EvaluateFixed(effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s;
+  const double reference = std::max(bound, predicted);
+  const double mean = cur.rate.Mean();
+  const double gap = mean - reference;
+  if (reference > 0 && gap > options_.noise_z * cur.rate.StdErr() &&
+      gap > options_.min_rate_gap * mean) {
+    return std::nullopt;
+  }
+  checking_against_ = plan_;
+  const std::string left = plan_.PolicyString();
+  plan_ = local != nullptr ? local->plan : PlanNone(effective_profile(), "all local (a check)");
+  last_change_t_ = t;
+  stall_since_.reset();
+  mismatch_since_.reset();
+  slow_since_.clear();
+  return Record(t, DecisionKind::kTrial,
+                absl::StrCat(left, " measured ", FormatRate(mean), " samples/s, not clearly over "
+                             "all-local (", FormatRate(bound), " measured while starting, ",
+                             FormatRate(predicted), " predicted): all-local runs ",
+                             options_.min_measured_periods, " periods as a check"));
+}
+
+std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
+  if (!checking_against_.has_value() || current_ >= tried_.size()) return std::nullopt;
+  const Tried& local = tried_[current_];
+  if (local.plan.offload) {  // another decision ended the check
+    checking_against_.reset();
+    return std::nullopt;
+  }
+  if (local.rate.lower_bound || local.rate.n < options_.min_measured_periods) return std::nullopt;
+  const Plan against = *checking_against_;
+  checking_against_.reset();
+  const Tried* offload = Find(against);
+  if (offload == nullptr) return std::nullopt;
+  const double local_rate = local.rate.Mean();
+  const double offload_rate = offload->rate.Mean();
+  if (!(offload_rate > local_rate)) {
+    // Measured no better: all-local stays, and the plan is not adopted again in this world.
+    lost_to_local_.push_back(against);
+    return Record(t, DecisionKind::kRollback,
+                  absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),
+                               " samples/s against ", FormatRate(offload_rate), " for ",
+                               against.PolicyString(), ": all-local stays"));
+  }
+  const Beliefs restore = offload->beliefs;
+  profile_ = restore.profile;
+  trainer_factor_ = restore.trainer_factor;
+  worker_factor_ = restore.worker_factor;
+  plan_ = offload->plan;
+  last_change_t_ = t;
+  stall_since_.reset();
+  mismatch_since_.reset();
+  slow_since_.clear();
+  return Record(t, DecisionKind::kRollback,
+                absl::StrCat("all-local check: ", plan_.PolicyString(), " measured ",
+                             FormatRate(offload_rate), " samples/s against ",
+                             FormatRate(local_rate), " all-local: back to it"));
+}
+
 std::optional<TimelineEntry> Controller::MaybeTrial(const Measurement& m) {
   if (trials_ >= options_.max_trials || profile_.workers.empty()) return std::nullopt;
   if (!stall_since_ || m.t_s - *stall_since_ < options_.sustain_s) return std::nullopt;
@@ -518,6 +606,8 @@ TimelineEntry Controller::Decide(const Measurement& m) {
     rate.Add(m.samples_per_s);
   }
   if (std::optional<TimelineEntry> back = MaybeRollback(t)) return *back;
+  if (std::optional<TimelineEntry> end = MaybeEndLocalCheck(t)) return *end;
+  if (std::optional<TimelineEntry> check = MaybeLocalCheck(t)) return *check;
   if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
   for (const WorkerMeasurement& w : m.workers) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;

@@ -15,7 +15,9 @@
 //                 world: back to that one, with the costs it was chosen under (a reading
 //                 that led to a worse plan is not kept);
 //   kTrial        a stall lasts and the model's best offloading plan has not been measured
-//                 yet: it runs for a few periods and stays only if it measures better.
+//                 yet: it runs for a few periods and stays only if it measures better; or an
+//                 offloading plan measured but not clearly better than all-local, whose
+//                 steady rate is not known yet: all-local runs for a few periods (a check).
 // Hysteresis keeps it from flapping: mismatches and stalls must last (sustain_s,
 // correction_interval_s), every plan change starts a cool-down during which only world
 // changes act, a recalibrated plan must beat the current one by switch_margin, ratio steps
@@ -80,8 +82,15 @@ struct Measurement {
   std::vector<OpCost> local_ops;           // fresh per-op costs on the trainer (may be empty)
 };
 
+// The planner's options in a closed loop: every plan is measured (a worse one is rolled
+// back, and one not clearly better than all-local is checked against it), so the first plan
+// needs no margin for the model's error, only a predicted gain the loop can resolve in
+// measurement (ControllerOptions::min_rate_gap).
+inline constexpr double kMinRateGap = 0.02;
+PlannerOptions ClosedLoopPlannerOptions();
+
 struct ControllerOptions {
-  PlannerOptions planner;
+  PlannerOptions planner = ClosedLoopPlannerOptions();
   double mismatch_tolerance = 0.10;  // |measured / predicted - 1| beyond this is a mismatch
   double sustain_s = 10;             // ... that must last this long before recalibrating
   double cooldown_s = 15;            // after a plan change, only world changes act
@@ -109,7 +118,7 @@ struct ControllerOptions {
   // resolve: one batch in a few dozen).
   int min_measured_periods = 3;
   double noise_z = 2;
-  double min_rate_gap = 0.02;
+  double min_rate_gap = kMinRateGap;
   // Offloading trials while a stall lasts (sustain_s) and the model's best plan was not
   // measured yet: at most this many per world (a changed world allows new ones).
   int max_trials = 3;
@@ -187,6 +196,12 @@ class Controller {
   bool MeasuredWorse(const Plan& plan);
   std::optional<TimelineEntry> MaybeRollback(double t);
   std::optional<TimelineEntry> MaybeTrial(const Measurement& m);
+  // The all-local check (docs/policy.md, controller rule 7): an offloading plan whose
+  // measured rate does not clearly beat both estimates of all-local's steady rate (the
+  // start window's lower bound and the model's prediction) runs all-local for a few
+  // periods; the higher measured mean then stays.
+  std::optional<TimelineEntry> MaybeLocalCheck(double t);
+  std::optional<TimelineEntry> MaybeEndLocalCheck(double t);
 
   TimelineEntry Record(double t, DecisionKind kind, std::string reason);
   std::optional<std::string> AbsorbWorldChanges(const Measurement& m);
@@ -217,6 +232,8 @@ class Controller {
   size_t current_ = 0;        // tried_'s entry for plan_
   bool world_changed_ = false;
   int trials_ = 0;
+  std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
+  std::vector<Plan> lost_to_local_;       // offloading plans a check measured under all-local
 };
 
 // Whether two plans run the same way: both local, or the same cut, read mode, codec, worker

@@ -379,6 +379,17 @@ void Feed(Controller& c, int t0, int t1, double rate, double stall = 0) {
   }
 }
 
+// Observes periods at `rate` from *t on (at most to t_end) until a decision other than keep,
+// which it returns; *t is then that decision's time.
+TimelineEntry UntilDecision(Controller& c, int* t, int t_end, double rate, double stall = 0) {
+  TimelineEntry e;
+  for (; *t < t_end; ++*t) {
+    e = c.Observe(OnPlan(c, *t, stall, rate));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  return e;
+}
+
 // A re-plan whose plan measures worse than the one it replaced goes back to that one, and to
 // the costs it was chosen under: the reading that led away is not kept.
 TEST(ControllerTest, AReplanThatMeasuresWorseIsRolledBackWithItsReading) {
@@ -393,12 +404,8 @@ TEST(ControllerTest, AReplanThatMeasuresWorseIsRolledBackWithItsReading) {
   ASSERT_EQ(r.kind, DecisionKind::kRecalibrate);
   ASSERT_EQ(c.plan().cut, kCutAfterBatch) << r.reason;
   // ... which measures far under cut 4.
-  TimelineEntry e;
   int t = 8;
-  for (; t < 30; ++t) {
-    e = c.Observe(OnPlan(c, t, 0, 0.6 * good));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  const TimelineEntry e = UntilDecision(c, &t, 30, 0.6 * good);
   EXPECT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
   EXPECT_EQ(t, 12);  // settled at 10, three periods: 10, 11, 12
   EXPECT_EQ(c.plan().cut, 4);
@@ -430,12 +437,8 @@ TEST(ControllerTest, AnOffloadThatMeasuresSlowerThanAllLocalIsUndone) {
   Controller c(StandardProfile());
   c.Start(0, 555);
   ASSERT_TRUE(c.plan().offload);
-  TimelineEntry e;
   int t = 1;
-  for (; t < 20; ++t) {
-    e = c.Observe(OnPlan(c, t, 0, 400));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  const TimelineEntry e = UntilDecision(c, &t, 20, 400);
   EXPECT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
   EXPECT_FALSE(c.plan().offload);
   EXPECT_THAT(e.reason, HasSubstr("under the 555"));
@@ -461,6 +464,84 @@ TEST(ControllerTest, TheStartUpAllLocalRateIsALowerBoundNotEvidenceAgainstAllLoc
   EXPECT_FALSE(c.plan().offload);
   // A lower bound above a plan's rate is evidence: that is covered by
   // AnOffloadThatMeasuresSlowerThanAllLocalIsUndone.
+}
+
+// An offload measured barely over all-local's start-up reading (a lower bound) may still be
+// slower than all-local in steady state: all-local runs a few periods as a check and the
+// higher measured mean stays. Measured lower, the offload is not adopted again in this world
+// (the stall while not offloading would otherwise re-plan it every cool-down).
+TEST(ControllerTest, AnOffloadNotClearlyOverAllLocalIsCheckedAndLosesToIt) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  const Plan offload = c.plan();
+  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
+  int t = 1;
+  TimelineEntry e = UntilDecision(c, &t, 20, 1.01 * reference, 0.3);
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  EXPECT_EQ(t, 5);  // settled at 3, three periods: 3, 4, 5
+  EXPECT_FALSE(c.plan().offload);
+  EXPECT_THAT(e.reason, HasSubstr("as a check"));
+  ++t;
+  e = UntilDecision(c, &t, 30, 1.05 * reference, 0.3);
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_EQ(t, 10);  // settled at 8, three periods
+  EXPECT_THAT(e.reason, HasSubstr("all-local stays"));
+  EXPECT_FALSE(c.plan().offload);
+  // The stall lasts; the plan that lost is neither re-planned nor tried again.
+  for (++t; t < 120; ++t) {
+    c.Observe(OnPlan(c, t, 0.3, 1.05 * reference));
+    EXPECT_FALSE(c.plan().offload && SamePlacement(c.plan(), offload)) << t;
+  }
+}
+
+// ... and one that measures over all-local's steady rate goes back to offloading, once.
+TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  const Plan offload = c.plan();
+  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
+  int t = 1;
+  for (; t <= 5; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * reference));
+  ASSERT_FALSE(c.plan().offload);
+  const TimelineEntry e = UntilDecision(c, &t, 30, 0.95 * reference, 0.3);
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_THAT(e.reason, HasSubstr("back to it"));
+  EXPECT_TRUE(SamePlacement(c.plan(), offload));
+  // All-local is now measured in steady state: no second check.
+  for (++t; t < 60; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * reference));
+  EXPECT_EQ(Count(c, DecisionKind::kTrial), 1);
+  EXPECT_TRUE(c.plan().offload);
+}
+
+// An offload measured clearly over both estimates of all-local (the start-up reading and the
+// model's) is not interrupted by a check, even with noisy periods.
+TEST(ControllerTest, AnOffloadClearlyOverAllLocalNeedsNoCheck) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  const double reference = std::max(555.0, c.plan().predicted_local_samples_per_s);
+  for (int t = 1; t < 60; ++t) {
+    const double jitter = t % 2 ? 1.05 : 0.95;
+    c.Observe(OnPlan(c, t, 0, 1.4 * reference * jitter));
+  }
+  EXPECT_EQ(Count(c, DecisionKind::kTrial), 0);
+  EXPECT_TRUE(c.plan().offload);
+}
+
+// In a closed loop the first plan offloads for any gain the loop can resolve; a plan that
+// nothing measures keeps a margin for the model's error.
+TEST(ControllerTest, TheClosedLoopOffloadsForASmallPredictedGain) {
+  Profile p = StandardProfile();
+  // Demand a little over what all-local gives: the best plan predicts a few percent more.
+  const Plan open = PlanSluice(p);
+  ASSERT_TRUE(open.offload);
+  p.consumer.step_s = p.consumer.batch_size / (1.05 * open.predicted_local_samples_per_s);
+  const Plan small = PlanSluice(p);
+  ASSERT_GT(small.candidates.size(), 0u);
+  EXPECT_FALSE(small.offload) << small.explanation;
+  EXPECT_THAT(small.explanation, HasSubstr("needed to offload"));
+  Controller c(p);
+  EXPECT_TRUE(c.Start(0, open.predicted_local_samples_per_s).plan.offload);
 }
 
 // A worker that measures far under what it claims: whatever the controller tries, a plan

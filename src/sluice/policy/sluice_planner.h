@@ -14,7 +14,10 @@ namespace sluice::policy {
 struct PlannerOptions {
   // Offload only when the measured stall fraction is above this.
   double stall_threshold = 0.05;
-  // ... and the best plan's predicted rate is at least (1 + min_gain) x all-local.
+  // ... and the best plan's predicted rate is at least (1 + min_gain) x all-local. This
+  // default is for a plan nothing measures afterwards (`sluice plan`, a loader without the
+  // closed loop): a margin for the model's error, which nothing checks there. In training
+  // the controller measures every plan and uses ClosedLoopPlannerOptions() (2%).
   double min_gain = 0.10;
   // false: skip the stall test (the controller re-planning while already offloading, whose
   // stall is low because the offload works; `sluice plan` with a predicted stall).
