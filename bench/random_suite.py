@@ -133,7 +133,8 @@ def calibrate(args):
     for name, file in TEMPLATES:
         template = yaml.safe_load(open(os.path.join(HERE, "scenarios", file)))
         pipeline = yaml.safe_load(open(os.path.join(ROOT, template["pipeline"])))
-        batch = int((pipeline.get("batch") or {}).get("size") or 1)
+        batch = int((pipeline.get("batch") or pipeline.get("padded_batch") or {}).get("size")
+                    or 1)
         work = os.path.join(args.work_dir, "calibrate-" + name)
         os.makedirs(work, exist_ok=True)
         scenario = {
