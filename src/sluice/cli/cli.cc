@@ -144,7 +144,9 @@ std::optional<pipeline::PipelineSpec> LoadPipelineForCommand(const std::string& 
                  std::string(loaded.status().message()).c_str());
     return std::nullopt;
   }
-  if (flags.IsSet("files")) {
+  if (flags.IsSet("files") && !loaded->source.shards.empty()) {
+    loaded->source.shards = {files};  // a shards spec: the shards to read instead
+  } else if (flags.IsSet("files")) {
     loaded->source.files = {files};
     loaded->source.manifest.clear();
   }

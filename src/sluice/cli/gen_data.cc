@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sluice/core/rng.h"
+#include "sluice/pipeline/source.h"
+#include "sluice/pipeline/tar.h"
 
 namespace sluice::cli {
 namespace {
@@ -452,6 +454,55 @@ StatusOr<GenDataResult> WriteDataset(
     SLUICE_RETURN_IF_ERROR(WriteFile(list, text));
   }
   return result;
+}
+
+StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,
+                             int64_t shard_size) {
+  if (shard_size < 1) return absl::InvalidArgumentError("--shard-size must be at least 1");
+  pipeline::SourceSpec spec;
+  const std::string root = std::filesystem::path(out_dir).lexically_normal().string();
+  spec.files = {absl::StrCat(root, "/**/*.", ext)};
+  spec.label = pipeline::LabelMode::kParentDir;
+  SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec));
+  const std::filesystem::path shard_dir = std::filesystem::path(root) / "shards";
+  std::error_code ec;
+  std::filesystem::create_directories(shard_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create '", shard_dir.string(), "': ", ec.message()));
+  }
+  int64_t shards = 0;
+  std::string tar;
+  for (size_t i = 0; i < files.paths.size(); ++i) {
+    const std::string& path = files.paths[i];
+    std::string key = std::filesystem::path(path).lexically_relative(root).string();
+    key.resize(key.size() - ext.size() - 1);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      return absl::NotFoundError(absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
+    }
+    std::string data;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data.append(buf, n);
+    std::fclose(f);
+    SLUICE_RETURN_IF_ERROR(pipeline::AppendTarMember(&tar, absl::StrCat(key, ".", ext), data));
+    SLUICE_RETURN_IF_ERROR(pipeline::AppendTarMember(&tar, absl::StrCat(key, ".cls"),
+                                                     std::to_string(files.labels[i])));
+    const bool last = i + 1 == files.paths.size();
+    if ((static_cast<int64_t>(i) + 1) % shard_size == 0 || last) {
+      pipeline::AppendTarEnd(&tar);
+      const std::string name = (shard_dir / absl::StrFormat("shard-%06d.tar", shards)).string();
+      std::FILE* out = std::fopen(name.c_str(), "wb");
+      if (out == nullptr || std::fwrite(tar.data(), 1, tar.size(), out) != tar.size() ||
+          std::fclose(out) != 0) {
+        return absl::PermissionDeniedError(absl::StrCat("cannot write '", name, "'"));
+      }
+      ++shards;
+      tar.clear();
+    }
+  }
+  return shards;
 }
 
 }  // namespace sluice::cli

@@ -77,6 +77,16 @@ StatusOr<GenDataResult> WriteDataset(
     const std::function<StatusOr<std::string>(int64_t)>& make_file,
     const std::function<std::string(int64_t)>& relative_path);
 
+// Packs the data set just written in `out_dir` (its `*.EXT` files, `ext` "jpg" or "wav") into
+// tar shards of `shard_size` samples in the WebDataset layout (docs/shards.md):
+// out_dir/shards/shard-000000.tar, ... Samples go in the order the loose-file source resolves
+// them (`**/*.EXT`, sorted), so the same seed visits the same samples in the same order from
+// either source. A sample is KEY.EXT with its bytes and KEY.cls, its parent folder's class
+// index as text (what `label: parent_dir` gives the loose files); KEY is the file's path
+// relative to out_dir without the extension. Returns the number of shards written.
+StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,
+                             int64_t shard_size);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_GEN_DATA_H_

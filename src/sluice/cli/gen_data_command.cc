@@ -27,6 +27,8 @@ int GenDataCommand(const std::vector<std::string>& args) {
   int64_t threads = ProbeCpuBudget().threads();
   int64_t sample_rate = 16000;
   bool boxes = false;
+  std::string format = "files";
+  int64_t shard_size = 1000;
 
   FlagParser flags(kCommand, "--kind jpeg --count N --out DIR [flags]");
   flags.AddString("kind", &kind, "KIND", "what to generate; supported: jpeg, wav");
@@ -44,6 +46,10 @@ int GenDataCommand(const std::vector<std::string>& args) {
   flags.AddInt("threads", &threads, "T", "threads used to generate", 1, 1024);
   flags.AddInt("sample-rate", &sample_rate, "HZ", "wav: 16000 or 22050", 8000, 48000);
   flags.AddBool("boxes", &boxes, "jpeg: write a NAME.box bounding-box sidecar per image");
+  flags.AddString("format", &format, "F",
+                  "files (loose files) or tar (also packs them into DIR/shards/shard-NNNNNN.tar, "
+                  "WebDataset layout)");
+  flags.AddInt("shard-size", &shard_size, "N", "tar: samples per shard", 1, int64_t{1} << 30);
 
   if (Status s = flags.Parse(args); !s.ok()) {
     return UsageError(kCommand, std::string(s.message()), flags.Usage());
@@ -61,6 +67,10 @@ int GenDataCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sluice %s: kind '%s' is %s (supported: jpeg, wav)\n", kCommand.c_str(),
                  kind.c_str(), planned ? "not supported yet" : "unknown");
     return kExitUsage;
+  }
+  if (format != "files" && format != "tar") {
+    return UsageError(kCommand, "--format must be files or tar, got '" + format + "'",
+                      flags.Usage());
   }
   if (!flags.IsSet("count")) return UsageError(kCommand, "--count is required", flags.Usage());
   if (out.empty()) return UsageError(kCommand, "--out is required", flags.Usage());
@@ -92,10 +102,20 @@ int GenDataCommand(const std::vector<std::string>& args) {
     if (Status s = WriteBoxSidecars(options); !s.ok()) return ReportError(kCommand, s);
   }
 
+  int64_t shards = 0;
+  if (format == "tar") {
+    StatusOr<int64_t> packed = PackShards(out, kind == "wav" ? "wav" : "jpg", shard_size);
+    if (!packed.ok()) return ReportError(kCommand, packed.status());
+    shards = *packed;
+  }
   const double seconds = (NowNanos() - start) / 1e9;
   std::printf("gen-data: wrote %lld %s (%s) to %s in %.1f s\n",
               static_cast<long long>(result->files), kind == "wav" ? "utterances" : "images",
               FormatBytes(static_cast<double>(result->bytes)).c_str(), out.c_str(), seconds);
+  if (shards > 0) {
+    std::printf("gen-data: packed them into %lld shards of up to %lld samples in %s/shards\n",
+                static_cast<long long>(shards), static_cast<long long>(shard_size), out.c_str());
+  }
   if (!result->corrupt.empty()) {
     std::printf("gen-data: %zu planted corrupt files listed in %s/corrupt.txt\n",
                 result->corrupt.size(), out.c_str());

@@ -96,7 +96,8 @@ int PlanCommand(const std::vector<std::string>& args) {
   flags.AddInt("threads", &threads, "N",
                "local pipeline threads (0: the spec's options.threads, else the CPU budget)", 0,
                pipeline::SpecLimits::kMaxThreads);
-  flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
+  flags.AddString("files", &files, "GLOB",
+                  "override source.files (source.shards in a shards spec; \"**\" crosses folders)");
   flags.AddString("token-file", &token_file, "F", "send the bearer token in F to the workers");
   flags.AddString("tls-ca", &tls_ca, "F", "connect with TLS, trusting the CA certificate in F");
   flags.AddString("tls-cert", &tls_cert, "F", "client certificate for mutual TLS");

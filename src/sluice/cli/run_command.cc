@@ -64,7 +64,8 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.AddInt("steps", &steps, "N", "stop after N batches (0: run every epoch)", 0);
   flags.AddInt("epochs", &epochs, "N", "override the spec's epochs (-1: forever; 0: keep)", -1,
                pipeline::SpecLimits::kMaxEpochs);
-  flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
+  flags.AddString("files", &files, "GLOB",
+                  "override source.files (source.shards in a shards spec; \"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
   AddShardFlags(flags, &shard_flags);
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the

@@ -122,7 +122,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   flags.AddInt("epochs", &epochs, "N",
                "override the spec's epochs (-1: repeat until --steps; 0: as the spec says)", -1,
                1000000);
-  flags.AddString("files", &files, "GLOB", "override source.files (\"**\" crosses folders)");
+  flags.AddString("files", &files, "GLOB",
+                  "override source.files (source.shards in a shards spec; \"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
   flags.AddString("events", &events_path, "OUT",
                   "append progress and each planner decision to OUT as they happen (JSON lines)");

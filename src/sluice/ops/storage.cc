@@ -31,6 +31,11 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;
@@ -124,6 +129,47 @@ Status EmptyPath() { return absl::InvalidArgumentError("the file path is empty")
 
 }  // namespace
 
+StatusOr<Tensor> Storage::ReadRange(std::string_view path, int64_t offset, int64_t size,
+                                    int64_t max_bytes) const {
+  if (offset < 0 || size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read '", Av(path), "': the range at ",
+                                                   offset, " of ", size, " bytes is negative"));
+  }
+  if (size > max_bytes) return OverLimit(path, size, max_bytes);
+  SLUICE_ASSIGN_OR_RETURN(int raw, Open(path));
+  Fd fd(raw);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot stat '", Av(path), "': ", ErrnoText(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read '", Av(path), "': ", KindOf(st.st_mode), ", only regular files are read"));
+  }
+  if (offset > st.st_size || size > st.st_size - offset) {
+    return absl::DataLossError(absl::StrCat("'", Av(path), "' ends at ", st.st_size,
+                                            " bytes, before the ", size, " bytes at offset ",
+                                            offset, " (truncated)"));
+  }
+  BeforeRead(size);
+  Tensor data = Tensor::Empty(DType::kBytes, {size});
+  int64_t filled = 0;
+  while (filled < size) {
+    const ssize_t n = ::pread(fd.get(), data.mutable_raw() + filled,
+                              static_cast<size_t>(size - filled), offset + filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::DataLossError(absl::StrCat("cannot read '", Av(path), "': ", ErrnoText(errno)));
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat("'", Av(path), "' ended while reading ", size,
+                                              " bytes at offset ", offset, " (truncated)"));
+    }
+    filled += n;
+  }
+  return data;
+}
+
 Status CheckReadable(const Storage& storage, std::string_view path) {
   if (path.empty()) return EmptyPath();
   SLUICE_ASSIGN_OR_RETURN(std::string resolved, storage.Resolve(path));
@@ -158,6 +204,12 @@ class LocalStorageImpl final : public Storage {
     if (path.empty()) return EmptyPath();
     return std::string(path);
   }
+
+ protected:
+  StatusOr<int> Open(std::string_view path) const override {
+    if (path.empty()) return EmptyPath();
+    return OpenForRead(std::string(path), path);
+  }
 };
 
 class NoStorageImpl final : public Storage {
@@ -170,6 +222,9 @@ class NoStorageImpl final : public Storage {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot read '", Av(path), "': reads no files: ", reason_));
   }
+
+ protected:
+  StatusOr<int> Open(std::string_view path) const override { return Resolve(path).status(); }
 
  private:
   std::string reason_;
@@ -210,6 +265,13 @@ class ConfinedStorageImpl final : public Storage {
   }
 
   StatusOr<Tensor> ReadFile(std::string_view path, int64_t max_bytes) const override {
+    SLUICE_ASSIGN_OR_RETURN(int raw, Open(path));
+    Fd fd(raw);
+    return ReadOpenFile(fd.get(), path, max_bytes, before_read_);
+  }
+
+ protected:
+  StatusOr<int> Open(std::string_view path) const override {
     SLUICE_ASSIGN_OR_RETURN(std::string full, Resolve(path));
     SLUICE_ASSIGN_OR_RETURN(int raw, OpenForRead(full, path));
     Fd fd(raw);
@@ -223,7 +285,10 @@ class ConfinedStorageImpl final : public Storage {
         if (!Inside(fs::path(buf), real_root_)) return Outside(path, " through a symlink");
       }
     }
-    return ReadOpenFile(fd.get(), path, max_bytes, before_read_);
+    return fd.Release();
+  }
+  void BeforeRead(int64_t bytes) const override {
+    if (before_read_) before_read_(bytes);
   }
 
  private:

@@ -52,9 +52,21 @@ class Storage {
   // (a read error). Messages name the path as given.
   virtual StatusOr<Tensor> ReadFile(std::string_view path, int64_t max_bytes) const = 0;
 
+  // Reads `size` bytes at `offset` of the regular file `path` (a member of a tar shard), with
+  // ReadFile's checks and errors; ResourceExhausted when `size` is over `max_bytes`, DataLoss
+  // when the file ends before offset + size.
+  StatusOr<Tensor> ReadRange(std::string_view path, int64_t offset, int64_t size,
+                             int64_t max_bytes) const;
+
   // What ReadFile would open for `path` (for diagnostics: the worker's readability check),
   // or the error ReadFile would return before opening.
   virtual StatusOr<std::string> Resolve(std::string_view path) const = 0;
+
+ protected:
+  // The file `path` opened for reading (a descriptor the caller closes), checked as each
+  // storage checks what it opens.
+  virtual StatusOr<int> Open(std::string_view path) const = 0;
+  virtual void BeforeRead(int64_t) const {}
 };
 
 // Whether `storage` could read `path` now: the file it resolves to opens for reading and is

@@ -54,11 +54,11 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   ex->samples_per_epoch_ = SamplesPerEpoch(*ex->files_, spec.take);
   SLUICE_RETURN_IF_ERROR(
       CheckShard(options.shard, spec.source.even, static_cast<uint64_t>(ex->samples_per_epoch_)));
-  const bool with_label = spec.source.label == LabelMode::kParentDir;
+  const bool with_label = HasLabel(spec.source);
 
   SLUICE_ASSIGN_OR_RETURN(BuiltOps built,
                           BuildOps(spec.ops, spec.source.seed, registry,
-                                   SourceSchema(spec.source.label), 0,
+                                   SourceSchema(spec.source), 0,
                                    LocalEnv(spec.options.limits)));
   ex->stats_ = std::make_unique<PipelineStats>();
   ex->stats_->Init(built.names);

@@ -1,5 +1,9 @@
 #include "sluice/pipeline/source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -8,9 +12,14 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 #include "sluice/core/rng.h"
+#include "sluice/pipeline/tar.h"
 
 namespace sluice::pipeline {
 namespace fs = std::filesystem;
@@ -203,7 +212,194 @@ StatusOr<std::vector<std::string>> ReadManifest(const std::string& manifest_path
   return out;
 }
 
+StatusOr<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
+  constexpr size_t kMaxPaths = size_t{1} << 20;
+  const size_t open = pattern.find('{');
+  if (open == std::string::npos) {
+    if (pattern.find('}') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("'", pattern, "': a '}' without '{'"));
+    }
+    return std::vector<std::string>{pattern};
+  }
+  const size_t close = pattern.find('}', open);
+  if (close == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("'", pattern, "': an unclosed '{'"));
+  }
+  const std::string inside = pattern.substr(open + 1, close - open - 1);
+  const std::string head = pattern.substr(0, open);
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> tails, ExpandBraces(pattern.substr(close + 1)));
+  std::vector<std::string> choices;
+  const size_t dots = inside.find("..");
+  if (dots != std::string::npos) {
+    const std::string lo_text = inside.substr(0, dots);
+    const std::string hi_text = inside.substr(dots + 2);
+    uint64_t lo = 0;
+    uint64_t hi = 0;
+    if (lo_text.empty() || hi_text.empty() || lo_text.size() > 18 || hi_text.size() > 18 ||
+        !absl::SimpleAtoi(lo_text, &lo) || !absl::SimpleAtoi(hi_text, &hi) ||
+        lo_text.find_first_not_of("0123456789") != std::string::npos ||
+        hi_text.find_first_not_of("0123456789") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", pattern, "': '{", inside, "}' is not a range like {000..127}"));
+    }
+    if (hi < lo) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", pattern, "': the range {", inside, "} runs backwards"));
+    }
+    if (hi - lo >= kMaxPaths) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", pattern, "': the range {", inside, "} names over 2^20 paths"));
+    }
+    for (uint64_t v = lo; v <= hi; ++v) {
+      std::string digits = std::to_string(v);
+      if (digits.size() < lo_text.size()) {
+        digits.insert(0, lo_text.size() - digits.size(), '0');
+      }
+      choices.push_back(std::move(digits));
+    }
+  } else {
+    choices = absl::StrSplit(inside, ',');
+  }
+  if (choices.size() * tails.size() > kMaxPaths) {
+    return absl::InvalidArgumentError(absl::StrCat("'", pattern, "' names over 2^20 paths"));
+  }
+  std::vector<std::string> out;
+  out.reserve(choices.size() * tails.size());
+  for (const std::string& c : choices) {
+    for (const std::string& t : tails) out.push_back(absl::StrCat(head, c, t));
+  }
+  return out;
+}
+
+namespace {
+
+// A label from a shard sample's member: its text an integer ("cls"), or an integer field of
+// its JSON member ("json:KEY"). The error names the shard, key and member.
+StatusOr<int64_t> ReadMemberLabel(const std::string& shard, const ShardSample& sample,
+                                  const std::string& label_member, int fd) {
+  const bool json = label_member.rfind("json:", 0) == 0;
+  const std::string field = json ? "json" : label_member;
+  const ShardField* f = sample.Find(field);
+  const std::string where = absl::StrCat(shard, ": sample '", sample.key, "'");
+  if (f == nullptr) {
+    return absl::DataLossError(absl::StrCat(where, " has no '", field, "' member for its label"));
+  }
+  // A label is a number or a small JSON document; 1 MiB bounds what a hostile size costs.
+  if (f->size > (int64_t{1} << 20)) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": its '", field, "' member of ", f->size, " bytes is no label"));
+  }
+  std::string text(static_cast<size_t>(f->size), '\0');
+  if (pread(fd, text.data(), text.size(), f->offset) != static_cast<ssize_t>(text.size())) {
+    return absl::DataLossError(absl::StrCat(where, ": reading its '", field, "' member failed"));
+  }
+  int64_t label = 0;
+  if (!json) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label)) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": its '", field, "' member is not an integer label"));
+    }
+    return label;
+  }
+  const std::string key = label_member.substr(5);
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains(key) ||
+      !doc[key].is_number_integer()) {
+    return absl::DataLossError(absl::StrCat(where, ": its json member has no integer '", key, "'"));
+  }
+  return doc[key].get<int64_t>();
+}
+
+// Lists every sample of the shards: one entry per key, its data member's span, and a
+// problem where it cannot be read.
+Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
+  std::vector<std::string> shards;
+  std::set<std::string> seen;
+  for (const std::string& pattern : spec.shards) {
+    SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandBraces(pattern));
+    for (const std::string& p : expanded) {
+      SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> matches, ExpandGlob(p));
+      for (std::string& m : matches) {
+        if (seen.insert(m).second) shards.push_back(std::move(m));
+      }
+    }
+  }
+  const bool labels = spec.label == LabelMode::kMember;
+  for (const std::string& shard : shards) {
+    const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::NotFoundError(absl::StrCat("shard '", shard, "' cannot be opened"));
+    }
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("shard '", shard, "' is not a regular file"));
+    }
+    const ReadAt read = [fd, &shard](int64_t offset, int64_t n) -> StatusOr<std::string> {
+      std::string out(static_cast<size_t>(n), '\0');
+      const ssize_t got = pread(fd, out.data(), out.size(), offset);
+      if (got < 0) return absl::DataLossError(absl::StrCat(shard, ": read error"));
+      out.resize(static_cast<size_t>(got));
+      return out;
+    };
+    StatusOr<TarScan> scan = ScanTar(shard, st.st_size, read);
+    if (!scan.ok()) {
+      close(fd);
+      return scan.status();
+    }
+    for (const ShardSample& sample : GroupSamples(scan->members)) {
+      ShardSpan span;
+      span.key = sample.key;
+      if (const ShardField* f = sample.Find(spec.data)) {
+        span.offset = f->offset;
+        span.size = f->size;
+      } else {
+        span.problem =
+            absl::StrCat(shard, ": sample '", sample.key, "' has no '", spec.data, "' member");
+      }
+      int64_t label = -1;
+      if (labels) {
+        StatusOr<int64_t> l = ReadMemberLabel(shard, sample, spec.label_member, fd);
+        if (l.ok()) {
+          label = *l;
+        } else if (span.problem.empty()) {
+          span.problem = std::string(l.status().message());
+        }
+      }
+      files->paths.push_back(shard);
+      files->spans.push_back(std::move(span));
+      if (labels) files->labels.push_back(label);
+    }
+    close(fd);
+    if (!scan->problem.empty()) {
+      // What the damage hides is unknown: one sample stands for it, so that on_error (fail or
+      // skip) applies to it as to any sample that cannot be read.
+      ShardSpan lost;
+      lost.key = absl::StrCat("(after ", scan->members.size(), " members)");
+      lost.problem = scan->problem;
+      files->paths.push_back(shard);
+      files->spans.push_back(std::move(lost));
+      if (labels) files->labels.push_back(-1);
+    }
+  }
+  if (files->paths.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("the shards (", absl::StrJoin(spec.shards, ", "), ") hold no samples"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 StatusOr<SourceFiles> ResolveSource(const SourceSpec& spec) {
+  if (!spec.shards.empty()) {
+    if (!spec.files.empty() || !spec.manifest.empty()) {
+      return absl::InvalidArgumentError("source: give one of 'files', 'manifest' and 'shards'");
+    }
+    SourceFiles files;
+    SLUICE_RETURN_IF_ERROR(ResolveShards(spec, &files));
+    return files;
+  }
   if (spec.files.empty() == spec.manifest.empty()) {
     return absl::InvalidArgumentError(spec.files.empty()
                                           ? "source: give either 'files' or 'manifest'"
@@ -253,10 +449,19 @@ StatusOr<SourceFiles> ResolveSource(const SourceSpec& spec) {
   return files;
 }
 
-Schema SourceSchema(LabelMode label) {
+Schema SourceSchema(LabelMode label, bool shards) {
   std::vector<FieldSpec> fields = {{"path", DType::kBytes, {kUnknownDim}}};
-  if (label == LabelMode::kParentDir) fields.push_back({"label", DType::kI64, {}});
+  if (label != LabelMode::kNone) fields.push_back({"label", DType::kI64, {}});
+  if (shards) {
+    fields.push_back({"span", DType::kI64, {2}});
+    fields.push_back({"key", DType::kBytes, {kUnknownDim}});
+    fields.push_back({"problem", DType::kBytes, {kUnknownDim}});
+  }
   return Schema(std::move(fields));
+}
+
+Schema SourceSchema(const SourceSpec& spec) {
+  return SourceSchema(spec.label, !spec.shards.empty());
 }
 
 std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch) {
@@ -283,6 +488,16 @@ Element MakeSourceElement(const SourceFiles& files, bool with_label, SampleId id
   e.origin = files.paths[file];
   e.tensors.push_back(Tensor::FromBytes(e.origin));
   if (with_label) e.tensors.push_back(Tensor::Scalar(files.labels[file]));
+  if (file < files.spans.size()) {
+    const ShardSpan& span = files.spans[file];
+    e.origin = absl::StrCat(files.paths[file], ":", span.key);
+    Tensor where = Tensor::Zeros(DType::kI64, {2});
+    where.mutable_data<int64_t>()[0] = span.offset;
+    where.mutable_data<int64_t>()[1] = span.size;
+    e.tensors.push_back(std::move(where));
+    e.tensors.push_back(Tensor::FromBytes(span.key));
+    e.tensors.push_back(Tensor::FromBytes(span.problem));
+  }
   return e;
 }
 
@@ -363,11 +578,12 @@ StatusOr<SourceProgress> MergeRankProgress(const std::vector<SourceProgress>& ra
 SourceIterator::SourceIterator(std::shared_ptr<const SourceFiles> files, SourceOptions options)
     : files_(std::move(files)),
       options_(options),
-      schema_(SourceSchema(options.with_label ? LabelMode::kParentDir : LabelMode::kNone)) {
+      schema_(SourceSchema(options.with_label ? LabelMode::kParentDir : LabelMode::kNone,
+                           !files_->spans.empty())) {
   per_epoch_ = static_cast<uint64_t>(SamplesPerEpoch(*files_, options_.take));
   if (options_.with_label && files_->labels.size() != files_->paths.size()) {
     options_.with_label = false;  // programmer error guard: no labels were resolved
-    schema_ = SourceSchema(LabelMode::kNone);
+    schema_ = SourceSchema(LabelMode::kNone, !files_->spans.empty());
   }
   if (options_.resume != nullptr) epoch_ = options_.resume->first_epoch;
 }

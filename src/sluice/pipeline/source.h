@@ -53,21 +53,46 @@ bool MatchComponent(std::string_view pattern, std::string_view name);
 // folder, blank lines and lines starting with '#' skipped, surrounding whitespace trimmed.
 StatusOr<std::vector<std::string>> ReadManifest(const std::string& manifest_path);
 
+// Expands brace ranges and lists in a path: "a-{000..002}.tar" gives a-000.tar, a-001.tar,
+// a-002.tar (the width of the first bound kept), "{train,val}.tar" gives both; several
+// braces multiply. InvalidArgument for an unclosed brace, a range with its bounds reversed,
+// or one that would name over 2^20 paths.
+StatusOr<std::vector<std::string>> ExpandBraces(const std::string& pattern);
+
+// A shard sample's place: the byte range of its `data` member in its shard, and what is wrong
+// with it if it cannot be read (a missing member or label, a truncated or damaged shard);
+// read_file then fails with `problem`, which the pipeline's on_error rule handles.
+struct ShardSpan {
+  int64_t offset = 0;
+  int64_t size = 0;
+  std::string key;
+  std::string problem;
+};
+
 struct SourceFiles {
+  // One entry per sample: its file, or with shards the shard holding it (spans[i] says
+  // where).
   std::vector<std::string> paths;
+  std::vector<ShardSpan> spans;  // with shards only
   // With LabelMode::kParentDir: labels[i] is the index of paths[i]'s parent folder name in
   // class_names (sorted, distinct). Empty otherwise.
   std::vector<int64_t> labels;
   std::vector<std::string> class_names;
 };
 
-// Resolves `spec.files` (patterns concatenated in order, later duplicates dropped) or
-// `spec.manifest`. InvalidArgument if neither or both are given; NotFound if nothing is
+// Resolves `spec.files` (patterns concatenated in order, later duplicates dropped),
+// `spec.manifest`, or `spec.shards` (brace ranges and globs; each shard scanned for its
+// members, ScanTar, and its samples listed in archive order, GroupSamples; with a member
+// label, each label member read). InvalidArgument if neither or both are given; NotFound if nothing is
 // found (naming the pattern or the manifest).
 StatusOr<SourceFiles> ResolveSource(const SourceSpec& spec);
 
-// The schema of the source's elements.
-Schema SourceSchema(LabelMode label);
+// The schema of the source's elements. With shards, three more fields:
+//   span:    i64[2]   offset and size of the sample's `data` member in the shard at `path`
+//   key:     bytes[?] the sample's key in the shard
+//   problem: bytes[?] why it cannot be read (empty when it can)
+Schema SourceSchema(LabelMode label, bool shards = false);
+Schema SourceSchema(const SourceSpec& spec);
 
 // The visiting order of `epoch` over the first `count` files: 0..count-1, or a permutation
 // seeded by (seed, epoch) when `shuffle`.

@@ -39,7 +39,8 @@ using Json = nlohmann::json;
 
 constexpr const char* kTopKeys[] = {"source",   "ops",    "batch", "padded_batch", "shuffle_buffer",
                                     "prefetch", "epochs", "take",  "options"};
-constexpr const char* kSourceKeys[] = {"files", "manifest", "label", "shuffle", "seed", "even"};
+constexpr const char* kSourceKeys[] = {"files", "manifest", "shards", "data",
+                                       "label", "shuffle",  "seed",   "even"};
 constexpr const char* kBatchKeys[] = {"size", "drop_remainder"};
 constexpr const char* kPaddedBatchKeys[] = {"size", "drop_remainder", "padding_value",
                                             "padding_values"};
@@ -212,8 +213,27 @@ bool IsPlainSafe(std::string_view s) {
 
 std::string YamlString(std::string_view s) { return IsPlainSafe(s) ? std::string(s) : Quote(s); }
 
-const char* LabelName(LabelMode mode) {
-  return mode == LabelMode::kParentDir ? "parent_dir" : "none";
+std::string LabelName(const SourceSpec& source) {
+  switch (source.label) {
+    case LabelMode::kParentDir:
+      return "parent_dir";
+    case LabelMode::kMember:
+      return source.label_member;
+    case LabelMode::kNone:
+      break;
+  }
+  return "none";
+}
+
+// A shard member's field: what follows the key's first '.' ("jpg", "seg.png").
+bool ValidMemberField(const std::string& field) {
+  if (field.empty() || field.size() > 64) return false;
+  for (char c : field) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
 }
 const char* OnErrorName(OnError mode) { return mode == OnError::kSkip ? "skip" : "fail"; }
 
@@ -542,20 +562,24 @@ class Parser {
     }
     if (!have_source) {
       return Error(root.Mark(), "source",
-                   "missing; a spec needs a source with 'files' or 'manifest'");
+                   "missing; a spec needs a source with 'files', 'manifest' or 'shards'");
     }
     return spec;
   }
 
   Status ParseSource(const Value& value, SourceSpec* source) {
-    if (!value.node.IsMap()) return TypeError(value, "a map with 'files' or 'manifest'");
+    if (!value.node.IsMap()) return TypeError(value, "a map with 'files', 'manifest' or 'shards'");
     SLUICE_ASSIGN_OR_RETURN(std::vector<Entry> entries, Entries(value, kSourceKeys));
     const Entry* files_entry = nullptr;
     const Entry* manifest_entry = nullptr;
+    const Entry* shards_entry = nullptr;
+    const Entry* data_entry = nullptr;
+    const Entry* label_entry = nullptr;
     for (const Entry& entry : entries) {
       const Value& v = entry.value;
-      if (entry.key == "files") {
-        files_entry = &entry;
+      if (entry.key == "files" || entry.key == "shards") {
+        (entry.key == "files" ? files_entry : shards_entry) = &entry;
+        std::vector<std::string>* list = entry.key == "files" ? &source->files : &source->shards;
         if (v.node.IsSequence()) {
           if (v.node.size() == 0) return Error(v, "must list at least one path or pattern");
           for (size_t i = 0; i < v.node.size(); ++i) {
@@ -563,20 +587,40 @@ class Parser {
             Value item_value{item, item.IsNull() ? v.mark : item.Mark(),
                              absl::StrCat(v.path, "[", i, "]")};
             SLUICE_ASSIGN_OR_RETURN(std::string file, ReadString(item_value));
-            source->files.push_back(std::move(file));
+            list->push_back(std::move(file));
           }
         } else if (v.node.IsScalar() && Classify(v.node) != ScalarKind::kNull) {
           SLUICE_ASSIGN_OR_RETURN(std::string file, ReadString(v));
-          source->files.push_back(std::move(file));
+          list->push_back(std::move(file));
         } else {
           return TypeError(v, "a path or glob, or a list of them");
         }
       } else if (entry.key == "manifest") {
         manifest_entry = &entry;
         SLUICE_ASSIGN_OR_RETURN(source->manifest, ReadString(v));
+      } else if (entry.key == "data") {
+        data_entry = &entry;
+        SLUICE_ASSIGN_OR_RETURN(source->data, ReadString(v));
+        if (!ValidMemberField(source->data)) {
+          return Error(v, absl::StrCat("'", source->data,
+                                       "' is not a member field (letters, digits, '.', '_', "
+                                       "'-', e.g. jpg)"));
+        }
       } else if (entry.key == "label") {
-        SLUICE_ASSIGN_OR_RETURN(std::string label, ReadChoice(v, {"none", "parent_dir"}));
-        source->label = label == "parent_dir" ? LabelMode::kParentDir : LabelMode::kNone;
+        label_entry = &entry;
+        SLUICE_ASSIGN_OR_RETURN(std::string label, ReadString(v));
+        if (label == "none") {
+          source->label = LabelMode::kNone;
+        } else if (label == "parent_dir") {
+          source->label = LabelMode::kParentDir;
+        } else if (ValidMemberField(label.rfind("json:", 0) == 0 ? label.substr(5) : label)) {
+          source->label = LabelMode::kMember;
+          source->label_member = label;
+        } else {
+          return Error(v, absl::StrCat("expected none, parent_dir, a shard member's field (cls) "
+                                       "or json:KEY, got '",
+                                       label, "'"));
+        }
       } else if (entry.key == "shuffle") {
         SLUICE_ASSIGN_OR_RETURN(source->shuffle, ReadBool(v));
       } else if (entry.key == "seed") {
@@ -586,14 +630,39 @@ class Parser {
         source->even = even == "pad" ? EvenRule::kPad : EvenRule::kDrop;
       }
     }
-    if (files_entry == nullptr && manifest_entry == nullptr) {
-      return Error(value, "needs 'files' (a path or glob, or a list of them) or 'manifest'");
+    std::vector<const Entry*> given;
+    for (const Entry* e : {files_entry, manifest_entry, shards_entry}) {
+      if (e != nullptr) given.push_back(e);
     }
-    if (files_entry != nullptr && manifest_entry != nullptr) {
-      const Entry* second =
-          files_entry->key_mark.pos > manifest_entry->key_mark.pos ? files_entry : manifest_entry;
+    if (given.empty()) {
+      return Error(value,
+                   "needs 'files' (a path or glob, or a list of them), 'manifest' or 'shards'");
+    }
+    std::sort(given.begin(), given.end(),
+              [](const Entry* a, const Entry* b) { return a->key_mark.pos < b->key_mark.pos; });
+    if (given.size() > 1) {
+      const Entry* second = given[1];
       return Error(second->key_mark, value.path,
-                   "has both 'files' and 'manifest'; give only one of them");
+                   absl::StrCat("has both '", given[0]->key, "' and '", given[1]->key,
+                                "'; give only one of 'files', 'manifest' and 'shards'"));
+    }
+    if (shards_entry != nullptr && data_entry == nullptr) {
+      return Error(value,
+                   "with 'shards' needs 'data': the member field holding each "
+                   "sample's data (e.g. data: jpg)");
+    }
+    if (shards_entry == nullptr && data_entry != nullptr) {
+      return Error(data_entry->key_mark, value.path, "'data' is for 'shards' only");
+    }
+    if (source->label == LabelMode::kMember && shards_entry == nullptr) {
+      return Error(label_entry->value,
+                   "a member label is for 'shards' only (files take "
+                   "none or parent_dir)");
+    }
+    if (source->label == LabelMode::kParentDir && shards_entry != nullptr) {
+      return Error(label_entry->value,
+                   "parent_dir is for 'files' and 'manifest'; a shard "
+                   "sample's label comes from a member (e.g. label: cls)");
     }
     return absl::OkStatus();
   }
@@ -824,12 +893,15 @@ Json ArgToJson(const ArgValue& value) {
 
 Json ToJson(const PipelineSpec& spec) {
   Json source = Json::object();
-  if (!spec.source.files.empty() || spec.source.manifest.empty()) {
+  if (!spec.source.shards.empty()) {
+    source["shards"] = spec.source.shards;
+    source["data"] = spec.source.data;
+  } else if (!spec.source.files.empty() || spec.source.manifest.empty()) {
     source["files"] = spec.source.files;
   } else {
     source["manifest"] = spec.source.manifest;
   }
-  source["label"] = LabelName(spec.source.label);
+  source["label"] = LabelName(spec.source);
   source["shuffle"] = spec.source.shuffle;
   source["seed"] = spec.source.seed;
   // Written only when changed, like the input limits: the fingerprints of existing specs stay.
@@ -932,14 +1004,19 @@ std::string ToCanonicalJson(const PipelineSpec& spec) {
 std::string ToYaml(const PipelineSpec& spec) {
   std::string out = "source:\n";
   const SourceSpec& source = spec.source;
-  if (!source.files.empty() || source.manifest.empty()) {
+  if (!source.shards.empty()) {
+    std::vector<std::string> shards;
+    for (const std::string& f : source.shards) shards.push_back(Quote(f));
+    absl::StrAppend(&out, "  shards: [", absl::StrJoin(shards, ", "), "]\n");
+    absl::StrAppend(&out, "  data: ", Quote(source.data), "\n");
+  } else if (!source.files.empty() || source.manifest.empty()) {
     std::vector<std::string> files;
     for (const std::string& f : source.files) files.push_back(Quote(f));
     absl::StrAppend(&out, "  files: [", absl::StrJoin(files, ", "), "]\n");
   } else {
     absl::StrAppend(&out, "  manifest: ", Quote(source.manifest), "\n");
   }
-  absl::StrAppend(&out, "  label: ", LabelName(source.label), "\n");
+  absl::StrAppend(&out, "  label: ", YamlString(LabelName(source)), "\n");
   absl::StrAppend(&out, "  shuffle: ", source.shuffle ? "true" : "false", "\n");
   absl::StrAppend(&out, "  seed: ", source.seed, "\n");
   if (source.even != EvenRule::kDrop) out += "  even: pad\n";
@@ -1043,7 +1120,8 @@ bool operator==(const OpSpec& a, const OpSpec& b) {
 }
 
 bool operator==(const SourceSpec& a, const SourceSpec& b) {
-  return a.files == b.files && a.manifest == b.manifest && a.label == b.label &&
+  return a.files == b.files && a.manifest == b.manifest && a.shards == b.shards &&
+         a.data == b.data && a.label == b.label && a.label_member == b.label_member &&
          a.shuffle == b.shuffle && a.seed == b.seed && a.even == b.even;
 }
 
@@ -1063,6 +1141,8 @@ bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
          a.shuffle_buffer == b.shuffle_buffer && a.prefetch == b.prefetch && a.epochs == b.epochs &&
          a.take == b.take && a.options == b.options;
 }
+
+bool HasLabel(const SourceSpec& source) { return source.label != LabelMode::kNone; }
 
 bool FirstOpReadsSample(const PipelineSpec& spec, const ops::Registry& registry) {
   if (spec.ops.empty()) return false;

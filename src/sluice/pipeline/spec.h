@@ -16,7 +16,9 @@
 
 namespace sluice::pipeline {
 
-enum class LabelMode { kNone, kParentDir };
+// kParentDir: the file's parent folder names the class; kMember: a shard sample's member
+// (`label: cls`, its text an integer) or a field of its JSON member (`label: json:KEY`).
+enum class LabelMode { kNone, kParentDir, kMember };
 enum class OnError { kFail, kSkip };
 // How the ranks of a sharded run (docs/distributed.md) are given equal counts when an
 // epoch's samples do not divide evenly: kDrop leaves the last few of the epoch's order out on
@@ -30,7 +32,14 @@ struct SourceSpec {
   // A file listing one path per line (relative entries are relative to the manifest's
   // folder). Either `files` or `manifest` is set, not both.
   std::string manifest;
+  // Tar shards in the WebDataset layout (docs/shards.md): globs, brace ranges
+  // ("train-{000000..000127}.tar") or plain paths, in the order given. Instead of `files`
+  // and `manifest`; one sample per key, `data` naming the member read_file reads.
+  std::vector<std::string> shards;
+  std::string data;  // with shards: the field of the sample's data ("jpg", "wav", ...)
   LabelMode label = LabelMode::kNone;
+  // With LabelMode::kMember: the member's field ("cls"), or "json:KEY".
+  std::string label_member;
   bool shuffle = false;  // a fresh seeded permutation of sample order every epoch
   uint64_t seed = 0;     // also seeds every random op (see core/rng.h)
   EvenRule even = EvenRule::kDrop;  // only matters when the run is sharded by rank
@@ -121,6 +130,9 @@ Status CheckSpecRanges(const PipelineSpec& spec);
 
 // Whether ops[0] reads the sample's file (OpSchema::reads_sample): what read=local and the
 // raw sample size need. An op the registry does not know is not such an op.
+// Whether the source gives each sample a label field (parent folders or shard members).
+bool HasLabel(const SourceSpec& source);
+
 bool FirstOpReadsSample(const PipelineSpec& spec,
                         const ops::Registry& registry = ops::Registry::Builtin());
 

@@ -306,7 +306,7 @@ TEST(SpecErrorTest, UnknownTopLevelKeySuggestsTheNearest) {
 TEST(SpecErrorTest, UnknownKeyInsideASection) {
   EXPECT_EQ(ErrorOf("source:\n  files: a.jpg\n  shuffel: true\n"),
             "pipe.yaml:3:3: source.shuffel: unknown key, did you mean 'shuffle'? (known keys: "
-            "files, manifest, label, shuffle, seed, even)");
+            "files, manifest, shards, data, label, shuffle, seed, even)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 4, drop_last: true}\n"),
             "pipe.yaml:2:18: batch.drop_last: unknown key (known keys: size, drop_remainder)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "batch: {size: 4, padding_value: 0}\n"),
@@ -430,23 +430,61 @@ TEST(SpecErrorTest, OutOfRange) {
 
 TEST(SpecErrorTest, MissingSource) {
   EXPECT_EQ(ErrorOf("ops: [read_file]\nbatch: {size: 2}\n"),
-            "pipe.yaml:1:1: source: missing; a spec needs a source with 'files' or 'manifest'");
+            "pipe.yaml:1:1: source: missing; a spec needs a source with 'files', 'manifest' or "
+            "'shards'");
   EXPECT_EQ(ErrorOf("source: data/*.jpg\n"),
-            "pipe.yaml:1:9: source: expected a map with 'files' or 'manifest', got "
+            "pipe.yaml:1:9: source: expected a map with 'files', 'manifest' or 'shards', got "
             "\"data/*.jpg\"");
 }
 
 TEST(SpecErrorTest, SourceNeedsExactlyOneOfFilesAndManifest) {
   EXPECT_EQ(ErrorOf("source:\n  shuffle: true\n"),
-            "pipe.yaml:2:3: source: needs 'files' (a path or glob, or a list of them) or "
-            "'manifest'");
+            "pipe.yaml:2:3: source: needs 'files' (a path or glob, or a list of them), "
+            "'manifest' or 'shards'");
   EXPECT_EQ(ErrorOf("source:\n  files: a.jpg\n  manifest: list.txt\n"),
-            "pipe.yaml:3:3: source: has both 'files' and 'manifest'; give only one of them");
+            "pipe.yaml:3:3: source: has both 'files' and 'manifest'; give only one of 'files', "
+            "'manifest' and 'shards'");
+  EXPECT_EQ(ErrorOf("source:\n  shards: s.tar\n  files: a.jpg\n"),
+            "pipe.yaml:3:3: source: has both 'shards' and 'files'; give only one of 'files', "
+            "'manifest' and 'shards'");
+}
+
+TEST(SpecErrorTest, ShardsNeedTheirDataMemberAndMemberLabels) {
+  EXPECT_EQ(ErrorOf("source: {shards: s.tar}\n"),
+            "pipe.yaml:1:9: source: with 'shards' needs 'data': the member field holding each "
+            "sample's data (e.g. data: jpg)");
+  EXPECT_EQ(ErrorOf("source: {shards: s.tar, data: j/pg}\n"),
+            "pipe.yaml:1:31: source.data: 'j/pg' is not a member field (letters, digits, '.', "
+            "'_', '-', e.g. jpg)");
+  EXPECT_EQ(ErrorOf("source: {shards: s.tar, data: jpg, label: parent_dir}\n"),
+            "pipe.yaml:1:43: source.label: parent_dir is for 'files' and 'manifest'; a shard "
+            "sample's label comes from a member (e.g. label: cls)");
+  EXPECT_EQ(ErrorOf("source: {files: a.jpg, data: jpg}\n"),
+            "pipe.yaml:1:24: source: 'data' is for 'shards' only");
+}
+
+TEST(ParseSpecTest, ShardsRoundTripThroughJsonAndYaml) {
+  StatusOr<PipelineSpec> spec = ParseSpec(
+      "source: {shards: [\"s-{000..003}.tar\", \"extra.tar\"], data: jpg, label: \"json:class\"}\n"
+      "ops: [read_file]\n",
+      "pipe.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->source.shards.size(), 2u);
+  EXPECT_EQ(spec->source.data, "jpg");
+  EXPECT_EQ(spec->source.label, LabelMode::kMember);
+  EXPECT_EQ(spec->source.label_member, "json:class");
+  StatusOr<PipelineSpec> from_json = ParseSpec(ToCanonicalJson(*spec), "canonical.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(*from_json, *spec);
+  StatusOr<PipelineSpec> from_yaml = ParseSpec(ToYaml(*spec), "spec.yaml");
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
+  EXPECT_EQ(*from_yaml, *spec);
 }
 
 TEST(SpecErrorTest, BadEnumValueListsTheAcceptedOnes) {
   EXPECT_EQ(ErrorOf("source: {files: a.jpg, label: folder}\n"),
-            "pipe.yaml:1:31: source.label: must be one of none, parent_dir; got \"folder\"");
+            "pipe.yaml:1:31: source.label: a member label is for 'shards' only (files take "
+            "none or parent_dir)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "options: {on_error: ignore}\n"),
             "pipe.yaml:2:21: options.on_error: must be one of fail, skip; got \"ignore\"");
 }

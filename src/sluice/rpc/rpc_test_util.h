@@ -93,7 +93,7 @@ inline std::vector<Element> RunLocally(const pipeline::PipelineSpec& spec,
   // All ops are built (as in the trainer), so decoders size their decode for the crop
   // after them even when only a prefix runs.
   auto built = pipeline::BuildOps(spec.ops, spec.source.seed, ops::Registry::Builtin(),
-                                  pipeline::SourceSchema(spec.source.label));
+                                  pipeline::SourceSchema(spec.source));
   EXPECT_TRUE(built.ok()) << built.status();
   std::vector<pipeline::MapStage> stages = pipeline::MakeStages(*built, nullptr, begin, stop);
   for (Element& e : elements) EXPECT_TRUE(pipeline::ApplyStages(stages, e).ok());

@@ -1009,7 +1009,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   // must learn about the crop or resize after it (SetScaleConsumer) exactly as in the
   // trainer, or it would decode at another scale and the pixels would differ.
   auto built = pipeline::BuildOps(spec.ops, spec.source.seed, *options_.registry,
-                                  pipeline::SourceSchema(spec.source.label), 0, std::move(env));
+                                  pipeline::SourceSchema(spec.source), 0, std::move(env));
   if (!built.ok()) {
     return Status(built.status().code(),
                   absl::StrCat("spec rejected by the worker: ", built.status().message()));

@@ -311,8 +311,9 @@ class SplitSource : public pipeline::Iterator {
         files_(std::move(files)),
         with_label_(with_label),
         batcher_(batcher),
-        schema_(pipeline::SourceSchema(with_label ? pipeline::LabelMode::kParentDir
-                                                  : pipeline::LabelMode::kNone)) {}
+        schema_(pipeline::SourceSchema(
+            with_label ? pipeline::LabelMode::kParentDir : pipeline::LabelMode::kNone,
+            !files_->spans.empty())) {}
 
   Status GetNext(Element* out, bool* end_of_stream) override {
     if (cancelled_.load()) return absl::CancelledError("pipeline cancelled");
@@ -930,7 +931,7 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
                   opt.resume.get());
   SLUICE_ASSIGN_OR_RETURN(pipeline::BuiltOps built,
                           pipeline::BuildOps(spec.ops, spec.source.seed, registry,
-                                             pipeline::SourceSchema(spec.source.label), 0,
+                                             pipeline::SourceSchema(spec.source), 0,
                                              pipeline::LocalEnv(spec.options.limits)));
   d.stats = std::make_unique<pipeline::PipelineStats>();
   d.stats->Init(built.names);
@@ -940,7 +941,7 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   so.seed = spec.source.seed;
   so.take = spec.take;
   so.epochs = spec.epochs;
-  so.with_label = spec.source.label == pipeline::LabelMode::kParentDir;
+  so.with_label = pipeline::HasLabel(spec.source);
   so.produced = &d.stats->source_samples;
   so.resume = opt.resume;
   so.shard = opt.shard;
@@ -1035,10 +1036,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec.source));
   d.files = std::make_shared<const pipeline::SourceFiles>(std::move(files));
   d.per_epoch = pipeline::SamplesPerEpoch(*d.files, spec.take);
-  d.with_label = spec.source.label == pipeline::LabelMode::kParentDir &&
+  d.with_label = pipeline::HasLabel(spec.source) &&
                  d.files->labels.size() == d.files->paths.size();
   SLUICE_ASSIGN_OR_RETURN(d.built, pipeline::BuildOps(spec.ops, spec.source.seed, registry,
-                                                      pipeline::SourceSchema(spec.source.label),
+                                                      pipeline::SourceSchema(spec.source),
                                                       0, pipeline::LocalEnv(spec.options.limits)));
   d.stats = std::make_unique<pipeline::PipelineStats>();
   d.stats->Init(d.built.names);

@@ -17,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/pipeline/local_executor.h"
+#include "sluice/pipeline/source.h"
+#include "sluice/pipeline/tar.h"
 #include "sluice/rpc/grpc_worker_server.h"
 
 namespace sluice::runtime {
@@ -259,6 +261,75 @@ TEST_F(LoaderTest, DeterministicOffloadedRunIsBitIdenticalForEveryCutAndReadMode
     }
   }
   for (const std::string& w : Warnings()) ADD_FAILURE() << "unexpected warning: " << w;
+}
+
+// The same images packed into tar shards in the order the files resolve: offloaded with
+// either read mode (the worker reads each member from the shard under its data root, or the
+// trainer reads and ships it), the run is bit-identical to the loose files' local run.
+TEST_F(LoaderTest, ShardsOffloadWithEitherReadModeAsFilesDo) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec files_spec = ImageSpec(glob_, /*deterministic=*/true);
+  StatusOr<pipeline::SourceFiles> files = pipeline::ResolveSource(files_spec.source);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::string tar;
+  int shards = 0;
+  for (size_t i = 0; i < files->paths.size(); ++i) {
+    std::ifstream in(files->paths[i], std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string key = absl::StrCat("k", 1000 + i);
+    ASSERT_TRUE(pipeline::AppendTarMember(&tar, key + ".jpg", bytes).ok());
+    ASSERT_TRUE(pipeline::AppendTarMember(&tar, key + ".cls", absl::StrCat(files->labels[i])).ok());
+    if (i % 16 == 15 || i + 1 == files->paths.size()) {
+      pipeline::AppendTarEnd(&tar);
+      dir_.Write(absl::StrCat("shards/s-", shards++, ".tar"), tar);
+      tar.clear();
+    }
+  }
+  pipeline::PipelineSpec spec = files_spec;
+  spec.source.files.clear();
+  spec.source.shards = {dir_.path() + "/shards/s-{0..2}.tar"};
+  spec.source.data = "jpg";
+  spec.source.label = pipeline::LabelMode::kMember;
+  spec.source.label_member = "cls";
+  // The shards' elements also carry `span`, `key` and `problem`, and their `path` names the
+  // shard: the sample ids, images and labels are what must match.
+  const auto same = [](const pipeline::PipelineSpec& a_spec, const std::vector<Element>& a,
+                       const Schema& b_schema, const std::vector<Element>& b,
+                       const std::string& label) {
+    auto ex = pipeline::LocalExecutor::Create(a_spec);
+    ASSERT_TRUE(ex.ok());
+    const Schema& a_schema = (*ex)->output_schema();
+    ASSERT_EQ(a.size(), b.size()) << label;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].members, b[i].members) << label << " batch " << i;
+      for (int x = 0; x < static_cast<int>(a_schema.fields().size()); ++x) {
+        const std::string& field = a_schema.fields()[x].name;
+        if (field == "path") continue;
+        const int y = b_schema.IndexOf(field);
+        ASSERT_GE(y, 0) << label << ": no field " << field;
+        ASSERT_TRUE(a[i].tensors[x].Equals(b[i].tensors[y])) << label << " batch " << i << field;
+      }
+    }
+  };
+  const std::vector<Element> expected = DrainLocal(files_spec);
+  {
+    auto ex = pipeline::LocalExecutor::Create(spec);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    same(files_spec, expected, (*ex)->output_schema(), DrainLocal(spec), "local shards");
+  }
+  for (ReadMode mode : {ReadMode::kRemoteRead, ReadMode::kLocalRead}) {
+    const std::string label = absl::StrCat("shards, cut 2, ", ReadModeName(mode));
+    auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/2, /*ratio=*/0.5, mode));
+    ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+    std::vector<Element> got;
+    Status s = Drain(**loader, &got);
+    ASSERT_TRUE(s.ok()) << label << ": " << s;
+    same(files_spec, expected, (*loader)->output_schema(), got, label);
+    const LoaderReport report = (*loader)->Report();
+    ASSERT_EQ(report.workers.size(), 1u);
+    EXPECT_GT(report.workers[0].samples, 0) << label;
+  }
 }
 
 TEST_F(LoaderTest, FirstComeRunDeliversTheSameSamplesWithCompression) {
