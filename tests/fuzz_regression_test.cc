@@ -14,6 +14,7 @@
 #include "sluice/ops/audio/audio_ops.h"
 #include "sluice/ops/image/codecs.h"
 #include "sluice/pipeline/spec.h"
+#include "sluice/pipeline/tar.h"
 #include "sluice/rpc/wire.h"
 #include "sluice/runtime/train.h"
 #include "sluice/testbed/scenario.h"
@@ -100,6 +101,18 @@ Outcome Replay(const std::string& target, const std::string& bytes) {
     if (scenario.ok()) (void)scenario->ToTestbedSpec();
     return Of(scenario);
   }
+  if (target == "tar") {
+    const sluice::pipeline::ReadAt read = [&bytes](int64_t offset, int64_t n)
+        -> sluice::StatusOr<std::string> { return bytes.substr(offset, n); };
+    auto scan = sluice::pipeline::ScanTar("fuzz.tar", static_cast<int64_t>(bytes.size()), read);
+    if (!scan.ok()) return Of(scan);
+    for (const auto& m : scan->members) {
+      EXPECT_LE(m.offset + m.size, static_cast<int64_t>(bytes.size())) << m.name;
+    }
+    if (!scan->problem.empty()) return {false, scan->problem};
+    EXPECT_FALSE(sluice::pipeline::GroupSamples(scan->members).empty());
+    return {true, ""};
+  }
   ADD_FAILURE() << "no replay for fuzz target " << target;
   return {};
 }
@@ -114,7 +127,7 @@ std::vector<fs::path> FilesIn(const fs::path& dir) {
   return files;
 }
 
-const char* const kTargets[] = {"spec", "jpeg", "png", "wav", "wire", "policy", "scenario"};
+const char* const kTargets[] = {"spec", "jpeg", "png", "wav", "wire", "policy", "scenario", "tar"};
 
 // Every saved crash input now gives a clear error (an input whose fix made it valid keeps
 // its round-trip checks in Replay).
@@ -130,10 +143,11 @@ TEST(FuzzRegressionTest, SavedCrashInputsGiveErrors) {
   }
 }
 
-// The committed seeds are valid inputs (the image, audio, wire and scenario seeds decode),
+// The committed seeds are valid inputs (the image, audio, wire, scenario and tar seeds
+// decode),
 // so the fuzzers start from inputs that reach deep into each parser.
 TEST(FuzzRegressionTest, SeedsAreAccepted) {
-  for (const char* target : {"jpeg", "png", "wav", "wire", "scenario"}) {
+  for (const char* target : {"jpeg", "png", "wav", "wire", "scenario", "tar"}) {
     auto files = FilesIn(fs::path(SLUICE_SOURCE_DIR) / "fuzz/corpus" / target);
     EXPECT_FALSE(files.empty()) << target;
     for (const auto& file : files) {
