@@ -15,6 +15,8 @@ PACKAGES=(
   # remote workers: gRPC, protobuf, wire compression
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler liblz4-dev libzstd-dev
   libssl-dev openssl
+  # data over HTTP(S) (tar shards on a web server or object store)
+  libcurl4-openssl-dev
   # audio: FFT
   libkissfft-dev
   # tests and benchmarks
@@ -37,6 +39,26 @@ if ! command -v kubectl >/dev/null 2>&1; then
   PACKAGES+=(kubernetes-client)
 fi
 
+# Remote data tests: curl's own S3 signer uploads to s3rver, an S3-compatible server from npm
+# (installed below). Debian's nodejs and npm provide npm unless one is already on PATH.
+PACKAGES+=(curl)
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
+
+# s3rver from npm, once the apt packages (npm among them) are in.
+install_npm_tools() {
+  if ! command -v s3rver >/dev/null 2>&1; then
+    echo "install-deps: installing s3rver (npm)"
+    $SUDO npm install -g --no-fund --no-audit s3rver@3
+  fi
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+  SUDO="sudo"
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -46,21 +68,18 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  install_npm_tools
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-  else
-    echo "install-deps: not root and no sudo; install these packages: ${missing[*]}" >&2
-    exit 1
-  fi
+if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+  echo "install-deps: not root and no sudo; install these packages: ${missing[*]}" >&2
+  exit 1
 fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_npm_tools
 echo "install-deps: done"

@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/core/clock.h"
 #include "sluice/metrics/http_server.h"
+#include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/worker_metrics.h"
@@ -113,6 +115,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
                   "(without it the worker reads no files: read=local only)");
   flags.AddBool("allow-symlinks-out", &options.worker.allow_symlinks_out,
                 "follow symlinks under --data-root that lead out of it");
+  std::string data_urls;
+  flags.AddString("data-url", &data_urls, "PREFIXES",
+                  "comma-separated http(s) URL prefixes this worker may read (shards on a web "
+                  "server); without it the worker reads no URLs");
   int64_t max_image_pixels = options.worker.limits.max_image_pixels;
   int64_t max_file_bytes = options.worker.limits.max_file_bytes;
   flags.AddInt("max-image-pixels", &max_image_pixels, "N",
@@ -172,6 +178,16 @@ int WorkerCommand(const std::vector<std::string>& args) {
   }
   if (!flags.positional().empty()) {
     return UsageError("worker", "takes no positional arguments", flags.Usage());
+  }
+  for (absl::string_view prefix : absl::StrSplit(data_urls, ',', absl::SkipEmpty())) {
+    if (!ops::IsUrl(std::string_view(prefix.data(), prefix.size()))) {
+      return UsageError("worker",
+                        absl::StrCat("--data-url: '", ops::RedactUrl(std::string_view(
+                                                          prefix.data(), prefix.size())),
+                                     "' is not an http:// or https:// URL"),
+                        flags.Usage());
+    }
+    options.worker.data_urls.emplace_back(prefix);
   }
   if (check_flags) {
     // Only what the flags say: the files they name may live on another machine.

@@ -127,7 +127,27 @@ StatusOr<Tensor> ReadOpenFile(int fd, std::string_view shown, int64_t max_bytes,
 
 Status EmptyPath() { return absl::InvalidArgumentError("the file path is empty"); }
 
+// The size of the regular file open at `fd`; anything else is refused.
+StatusOr<int64_t> RegularFileSize(int fd, std::string_view shown) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot stat '", Av(shown), "': ", ErrnoText(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read '", Av(shown), "': ",
+                                                   KindOf(st.st_mode),
+                                                   ", only regular files are read"));
+  }
+  return static_cast<int64_t>(st.st_size);
+}
+
 }  // namespace
+
+StatusOr<int64_t> Storage::Size(std::string_view path) const {
+  SLUICE_ASSIGN_OR_RETURN(int raw, Open(path));
+  Fd fd(raw);
+  return RegularFileSize(fd.get(), path);
+}
 
 StatusOr<Tensor> Storage::ReadRange(std::string_view path, int64_t offset, int64_t size,
                                     int64_t max_bytes) const {
@@ -138,16 +158,9 @@ StatusOr<Tensor> Storage::ReadRange(std::string_view path, int64_t offset, int64
   if (size > max_bytes) return OverLimit(path, size, max_bytes);
   SLUICE_ASSIGN_OR_RETURN(int raw, Open(path));
   Fd fd(raw);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot stat '", Av(path), "': ", ErrnoText(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot read '", Av(path), "': ", KindOf(st.st_mode), ", only regular files are read"));
-  }
-  if (offset > st.st_size || size > st.st_size - offset) {
-    return absl::DataLossError(absl::StrCat("'", Av(path), "' ends at ", st.st_size,
+  SLUICE_ASSIGN_OR_RETURN(const int64_t file_size, RegularFileSize(fd.get(), path));
+  if (offset > file_size || size > file_size - offset) {
+    return absl::DataLossError(absl::StrCat("'", Av(path), "' ends at ", file_size,
                                             " bytes, before the ", size, " bytes at offset ",
                                             offset, " (truncated)"));
   }

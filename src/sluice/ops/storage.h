@@ -55,8 +55,11 @@ class Storage {
   // Reads `size` bytes at `offset` of the regular file `path` (a member of a tar shard), with
   // ReadFile's checks and errors; ResourceExhausted when `size` is over `max_bytes`, DataLoss
   // when the file ends before offset + size.
-  StatusOr<Tensor> ReadRange(std::string_view path, int64_t offset, int64_t size,
-                             int64_t max_bytes) const;
+  virtual StatusOr<Tensor> ReadRange(std::string_view path, int64_t offset, int64_t size,
+                                     int64_t max_bytes) const;
+
+  // The size of the regular file `path`, with ReadFile's errors.
+  virtual StatusOr<int64_t> Size(std::string_view path) const;
 
   // What ReadFile would open for `path` (for diagnostics: the worker's readability check),
   // or the error ReadFile would return before opening.

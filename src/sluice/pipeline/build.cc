@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "sluice/ops/url_storage.h"
+
 namespace sluice::pipeline {
 
 std::string OpLabel(int position, const std::string& name) {
@@ -10,7 +12,7 @@ std::string OpLabel(int position, const std::string& name) {
 
 std::shared_ptr<const ops::OpEnv> LocalEnv(const ops::InputLimits& limits) {
   auto env = std::make_shared<ops::OpEnv>();
-  env->storage = &ops::LocalStorage();
+  env->storage = &ops::LocalOrUrlStorage();  // the trainer reads its own spec: files and URLs
   env->limits = limits;
   return env;
 }

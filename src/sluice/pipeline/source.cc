@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "sluice/core/rng.h"
+#include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/tar.h"
 
 namespace sluice::pipeline {
@@ -276,7 +277,7 @@ namespace {
 // A label from a shard sample's member: its text an integer ("cls"), or an integer field of
 // its JSON member ("json:KEY"). The error names the shard, key and member.
 StatusOr<int64_t> ReadMemberLabel(const std::string& shard, const ShardSample& sample,
-                                  const std::string& label_member, int fd) {
+                                  const std::string& label_member, const ReadAt& read) {
   const bool json = label_member.rfind("json:", 0) == 0;
   const std::string field = json ? "json" : label_member;
   const ShardField* f = sample.Find(field);
@@ -289,8 +290,8 @@ StatusOr<int64_t> ReadMemberLabel(const std::string& shard, const ShardSample& s
     return absl::DataLossError(
         absl::StrCat(where, ": its '", field, "' member of ", f->size, " bytes is no label"));
   }
-  std::string text(static_cast<size_t>(f->size), '\0');
-  if (pread(fd, text.data(), text.size(), f->offset) != static_cast<ssize_t>(text.size())) {
+  SLUICE_ASSIGN_OR_RETURN(std::string text, read(f->offset, f->size));
+  if (static_cast<int64_t>(text.size()) != f->size) {
     return absl::DataLossError(absl::StrCat(where, ": reading its '", field, "' member failed"));
   }
   int64_t label = 0;
@@ -318,6 +319,10 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
   for (const std::string& pattern : spec.shards) {
     SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandBraces(pattern));
     for (const std::string& p : expanded) {
+      if (ops::IsUrl(p)) {  // a URL names one shard: no globbing on a web server
+        if (seen.insert(p).second) shards.push_back(p);
+        continue;
+      }
       SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> matches, ExpandGlob(p));
       for (std::string& m : matches) {
         if (seen.insert(m).second) shards.push_back(std::move(m));
@@ -325,26 +330,44 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
     }
   }
   const bool labels = spec.label == LabelMode::kMember;
+  const ops::Storage& urls = ops::LocalOrUrlStorage();
   for (const std::string& shard : shards) {
-    const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(absl::StrCat("shard '", shard, "' cannot be opened"));
+    // A local shard is read through one descriptor; a URL with a range request per read.
+    int fd = -1;
+    int64_t size = 0;
+    ReadAt read;
+    const std::string shown = ops::IsUrl(shard) ? ops::RedactUrl(shard) : shard;
+    if (ops::IsUrl(shard)) {
+      SLUICE_ASSIGN_OR_RETURN(size, urls.Size(shard));
+      read = [&urls, &shard, size](int64_t offset, int64_t n) -> StatusOr<std::string> {
+        n = std::min(n, size - offset);
+        if (n <= 0) return std::string();
+        SLUICE_ASSIGN_OR_RETURN(Tensor t, urls.ReadRange(shard, offset, n, n));
+        return std::string(t.bytes());
+      };
+    } else {
+      fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::NotFoundError(absl::StrCat("shard '", shard, "' cannot be opened"));
+      }
+      struct stat st {};
+      if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return absl::InvalidArgumentError(
+            absl::StrCat("shard '", shard, "' is not a regular file"));
+      }
+      size = st.st_size;
+      read = [fd, &shard](int64_t offset, int64_t n) -> StatusOr<std::string> {
+        std::string out(static_cast<size_t>(n), '\0');
+        const ssize_t got = pread(fd, out.data(), out.size(), offset);
+        if (got < 0) return absl::DataLossError(absl::StrCat(shard, ": read error"));
+        out.resize(static_cast<size_t>(got));
+        return out;
+      };
     }
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("shard '", shard, "' is not a regular file"));
-    }
-    const ReadAt read = [fd, &shard](int64_t offset, int64_t n) -> StatusOr<std::string> {
-      std::string out(static_cast<size_t>(n), '\0');
-      const ssize_t got = pread(fd, out.data(), out.size(), offset);
-      if (got < 0) return absl::DataLossError(absl::StrCat(shard, ": read error"));
-      out.resize(static_cast<size_t>(got));
-      return out;
-    };
-    StatusOr<TarScan> scan = ScanTar(shard, st.st_size, read);
+    StatusOr<TarScan> scan = ScanTar(shown, size, read);
     if (!scan.ok()) {
-      close(fd);
+      if (fd >= 0) close(fd);
       return scan.status();
     }
     for (const ShardSample& sample : GroupSamples(scan->members)) {
@@ -359,7 +382,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       }
       int64_t label = -1;
       if (labels) {
-        StatusOr<int64_t> l = ReadMemberLabel(shard, sample, spec.label_member, fd);
+        StatusOr<int64_t> l = ReadMemberLabel(shown, sample, spec.label_member, read);
         if (l.ok()) {
           label = *l;
         } else if (span.problem.empty()) {
@@ -370,7 +393,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       files->spans.push_back(std::move(span));
       if (labels) files->labels.push_back(label);
     }
-    close(fd);
+    if (fd >= 0) close(fd);
     if (!scan->problem.empty()) {
       // What the damage hides is unknown: one sample stands for it, so that on_error (fail or
       // skip) applies to it as to any sample that cannot be read.
@@ -490,7 +513,10 @@ Element MakeSourceElement(const SourceFiles& files, bool with_label, SampleId id
   if (with_label) e.tensors.push_back(Tensor::Scalar(files.labels[file]));
   if (file < files.spans.size()) {
     const ShardSpan& span = files.spans[file];
-    e.origin = absl::StrCat(files.paths[file], ":", span.key);
+    // A URL's user, password and query (where credentials hide) stay out of messages.
+    e.origin = absl::StrCat(ops::IsUrl(files.paths[file]) ? ops::RedactUrl(files.paths[file])
+                                                          : files.paths[file],
+                            ":", span.key);
     Tensor where = Tensor::Zeros(DType::kI64, {2});
     where.mutable_data<int64_t>()[0] = span.offset;
     where.mutable_data<int64_t>()[1] = span.size;

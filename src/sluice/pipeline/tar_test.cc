@@ -222,6 +222,43 @@ TEST_F(ShardSourceTest, ShardsGiveTheSameSamplesInTheSameOrderAsLooseFiles) {
   EXPECT_EQ(shards, files);
 }
 
+// A checkpoint taken mid-shard (state_dict's progress): the resumed source visits exactly the
+// samples not received, under the same ids, each with its own shard member.
+TEST_F(ShardSourceTest, AResumeMidShardVisitsExactlyTheSamplesNotReceived) {
+  StatusOr<SourceFiles> files = ResolveSource(Spec(true).source);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto shared = std::make_shared<const SourceFiles>(*std::move(files));
+  SourceOptions full;
+  full.epochs = 2;
+  full.shuffle = true;
+  full.seed = 7;
+  full.with_label = true;
+  SourceIterator reference(shared, full);
+  const std::vector<Element> all = testing_util::Drain(reference);
+  ASSERT_EQ(all.size(), 20u);
+  auto progress = std::make_shared<SourceProgress>();
+  progress->consumed[0] = std::vector<bool>(10, false);
+  progress->consumed[0][1] = progress->consumed[0][5] = progress->consumed[0][6] = true;
+  SourceOptions resumed = full;
+  resumed.resume = progress;
+  SourceIterator it(shared, resumed);
+  const std::vector<Element> rest = testing_util::Drain(it);
+  const int key = it.schema().IndexOf("key");
+  const int span = it.schema().IndexOf("span");
+  ASSERT_GE(key, 0);
+  std::vector<const Element*> expected;
+  for (const Element& e : all) {
+    if (!progress->Consumed(e.id)) expected.push_back(&e);
+  }
+  ASSERT_EQ(rest.size(), 17u);
+  ASSERT_EQ(rest.size(), expected.size());
+  for (size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].id, expected[i]->id) << i;
+    EXPECT_EQ(rest[i].tensors[key].bytes(), expected[i]->tensors[key].bytes()) << i;
+    EXPECT_TRUE(rest[i].tensors[span].Equals(expected[i]->tensors[span])) << i;
+  }
+}
+
 TEST_F(ShardSourceTest, AMissingMemberFailsNamingShardAndMemberOrIsSkippedAndCounted) {
   std::string tar;
   ASSERT_TRUE(AppendTarMember(&tar, "class_2/img_900.cls", "2").ok());  // no jpg

@@ -16,6 +16,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/ops/storage.h"
+#include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/rpc/read_limiter.h"
 
@@ -37,7 +38,9 @@ struct WorkerSession::Shared {
   bool draining ABSL_GUARDED_BY(mu) = false;
   std::vector<std::weak_ptr<WorkerSession>> sessions ABSL_GUARDED_BY(mu);
   std::unique_ptr<ReadLimiter> read_limiter;  // set once at construction; null: no limit
-  // Set once at construction: every file an op reads on this worker goes through it.
+  // Set once at construction: every file or URL an op reads on this worker goes through
+  // `storage` (URLs under --data-url; anything else through `files`).
+  std::unique_ptr<ops::Storage> files;
   std::unique_ptr<ops::Storage> storage;
   size_t memory_budget = 0;                  // set once at construction
   size_t reserved ABSL_GUARDED_BY(mu) = 0;  // by the open sessions
@@ -715,16 +718,21 @@ WorkerService::WorkerService(WorkerOptions options)
   if (options_.read_limit_bytes_per_s > 0) {
     shared_->read_limiter = std::make_unique<ReadLimiter>(options_.read_limit_bytes_per_s);
   }
+  ReadLimiter* limiter = shared_->read_limiter.get();
+  const std::function<void(int64_t)> before_read =
+      limiter == nullptr ? std::function<void(int64_t)>()
+                         : [limiter](int64_t bytes) { limiter->Acquire(bytes); };
   if (options_.data_root.empty()) {
-    shared_->storage = ops::MakeNoStorage(
+    shared_->files = ops::MakeNoStorage(
         "this worker was started without --data-root (it serves read=local sessions only)");
   } else {
-    ReadLimiter* limiter = shared_->read_limiter.get();
-    shared_->storage = ops::MakeConfinedStorage(
-        options_.data_root, options_.allow_symlinks_out,
-        limiter == nullptr ? std::function<void(int64_t)>()
-                           : [limiter](int64_t bytes) { limiter->Acquire(bytes); });
+    shared_->files =
+        ops::MakeConfinedStorage(options_.data_root, options_.allow_symlinks_out, before_read);
   }
+  ops::UrlOptions urls;
+  urls.allowed_prefixes = options_.data_urls;
+  urls.before_read = before_read;
+  shared_->storage = ops::MakeUrlStorage(shared_->files.get(), urls);
   const CpuBudget budget = ProbeCpuBudget();
   const int threads = options_.threads > 0 ? options_.threads : budget.threads();
   cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
@@ -993,7 +1001,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
       std::min(options_.limits.max_file_bytes, spec.options.limits.max_file_bytes);
   // A session that would read files on a worker that reads none is refused now, not on
   // every sample.
-  if (options_.data_root.empty()) {
+  if (options_.data_root.empty() && options_.data_urls.empty()) {
     for (int i = first_op; i < end_op; ++i) {
       const ops::OpDef* def = options_.registry->Find(spec.ops[i].name);
       if (def != nullptr && def->schema.reads_files) {

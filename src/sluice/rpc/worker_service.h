@@ -90,6 +90,10 @@ const char* SluiceVersion();
 struct WorkerOptions {
   std::string data_root;  // empty: this worker reads no files (read=local sessions only)
   bool allow_symlinks_out = false;  // follow symlinks that leave the data root
+  // URL prefixes (http:// or https://) this worker may read, e.g. a shard store's
+  // "https://data.example/train/"; empty: it reads no URLs (a spec cannot make it fetch
+  // from anywhere it chooses).
+  std::vector<std::string> data_urls;
   ops::InputLimits limits;          // caps on decoded pixels and file sizes (ops/storage.h)
   int threads = 0;        // pool threads; 0: the CPU budget (ProbeCpuBudget)
   int max_sessions = 16;
