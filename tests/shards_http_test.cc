@@ -201,6 +201,13 @@ TEST_F(ShardsHttpTest, TheTrainerReadsShardsOverHttpAsFromDisk) {
   ASSERT_TRUE(http_status.ok()) << http_status;
   ASSERT_EQ(local.size(), 5u);
   EXPECT_EQ(http, local);
+  // Without the indexes gen-data wrote (SHARD.idx): each shard is scanned over HTTP.
+  for (const auto& entry : fs::directory_iterator(dir_.path() / "data/shards")) {
+    if (entry.path().extension() == ".idx") fs::remove(entry.path());
+  }
+  const auto scanned = RunLocal(Spec(server->Url("shards/")), &http_status);
+  ASSERT_TRUE(http_status.ok()) << http_status;
+  EXPECT_EQ(scanned, local);
 }
 
 // 30% of the requests fail (500s and resets): retries hide it, and every sample comes once.

@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  gen-data  write a synthetic data set (photo-like JPEGs in class folders)\n"
+    "  index     write SHARD.idx beside tar shards (member ranges, for reading them remotely)\n"
     "  run       run a pipeline locally and print what each op costs\n"
     "  ops       list the operators and their arguments\n"
     "  worker    serve offloaded pipeline work to trainers (until SIGINT/SIGTERM)\n"
@@ -70,6 +71,7 @@ int VersionCommand(const std::vector<std::string>& args) {
 
 int Dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "gen-data") return GenDataCommand(args);
+  if (command == "index") return IndexCommand(args);
   if (command == "run") return RunCommand(args);
   if (command == "ops") return OpsCommand(args);
   if (command == "worker") return WorkerCommand(args);

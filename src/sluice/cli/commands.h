@@ -19,6 +19,7 @@ inline constexpr int kExitRuntime = 1;  // the work itself failed (I/O, corrupt 
 inline constexpr int kExitUsage = 2;    // bad arguments, bad spec, nothing to read
 
 int GenDataCommand(const std::vector<std::string>& args);
+int IndexCommand(const std::vector<std::string>& args);   // index_command.cc
 int RunCommand(const std::vector<std::string>& args);
 int OpsCommand(const std::vector<std::string>& args);
 int WorkerCommand(const std::vector<std::string>& args);  // worker_command.cc

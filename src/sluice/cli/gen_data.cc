@@ -498,6 +498,7 @@ StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,
           std::fclose(out) != 0) {
         return absl::PermissionDeniedError(absl::StrCat("cannot write '", name, "'"));
       }
+      SLUICE_RETURN_IF_ERROR(pipeline::WriteLocalShardIndex(name).status());
       ++shards;
       tar.clear();
     }

@@ -79,9 +79,9 @@ StatusOr<GenDataResult> WriteDataset(
 
 // Packs the data set just written in `out_dir` (its `*.EXT` files, `ext` "jpg" or "wav") into
 // tar shards of `shard_size` samples in the WebDataset layout (docs/shards.md):
-// out_dir/shards/shard-000000.tar, ... Samples go in the order the loose-file source resolves
-// them (`**/*.EXT`, sorted), so the same seed visits the same samples in the same order from
-// either source. A sample is KEY.EXT with its bytes and KEY.cls, its parent folder's class
+// out_dir/shards/shard-000000.tar (and its index, shard-000000.tar.idx), ... Samples go in
+// the order the loose-file source resolves them (`**/*.EXT`, sorted), so the same seed visits
+// the same samples in the same order from either source. A sample is KEY.EXT with its bytes and KEY.cls, its parent folder's class
 // index as text (what `label: parent_dir` gives the loose files); KEY is the file's path
 // relative to out_dir without the extension. Returns the number of shards written.
 StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -311,6 +312,34 @@ StatusOr<int64_t> ReadMemberLabel(const std::string& shard, const ShardSample& s
   return doc[key].get<int64_t>();
 }
 
+// The index of `shard` (SHARD.idx beside it, or URL + ".idx"), or nullopt when it has none.
+// An index made for another version of the shard (its size differs) is an error: its ranges
+// would read the wrong bytes.
+StatusOr<std::optional<TarIndex>> LoadShardIndex(const std::string& shard, const std::string& shown,
+                                                 int64_t size, const ops::Storage& urls) {
+  const std::string path = shard + ".idx";
+  std::string text;
+  if (ops::IsUrl(shard)) {
+    StatusOr<Tensor> got = urls.ReadFile(path, int64_t{1} << 30);
+    if (got.status().code() == absl::StatusCode::kNotFound) return std::optional<TarIndex>();
+    if (!got.ok()) return got.status();
+    text = std::string(got->bytes());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::optional<TarIndex>();
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  SLUICE_ASSIGN_OR_RETURN(TarIndex index, ParseTarIndex(shown + ".idx", text));
+  if (index.shard_size != size) {
+    return absl::DataLossError(absl::StrCat(shown, ".idx indexes a shard of ", index.shard_size,
+                                            " bytes, but the shard has ", size,
+                                            ": run `sluice index` on it again"));
+  }
+  return std::optional<TarIndex>(std::move(index));
+}
+
 // Lists every sample of the shards: one entry per key, its data member's span, and a
 // problem where it cannot be read.
 Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
@@ -365,11 +394,37 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
         return out;
       };
     }
-    StatusOr<TarScan> scan = ScanTar(shown, size, read);
+    // The shard's index (SHARD.idx, `sluice index`) when there is one: no scan, and the small
+    // members (labels) from it.
+    std::map<int64_t, std::string> inlined;
+    StatusOr<std::optional<TarIndex>> index = LoadShardIndex(shard, shown, size, urls);
+    if (!index.ok()) {
+      if (fd >= 0) close(fd);
+      return index.status();
+    }
+    StatusOr<TarScan> scan = TarScan{};
+    if (index->has_value()) {
+      for (size_t m = 0; m < (*index)->scan.members.size(); ++m) {
+        const TarMember& member = (*index)->scan.members[m];
+        if (member.size == 0 || !(*index)->inline_bytes[m].empty()) {
+          inlined[member.offset] = (*index)->inline_bytes[m];
+        }
+      }
+      scan = std::move((*index)->scan);
+    } else {
+      scan = ScanTar(shown, size, read);
+    }
     if (!scan.ok()) {
       if (fd >= 0) close(fd);
       return scan.status();
     }
+    const ReadAt small_read = [&inlined, &read](int64_t offset, int64_t n) {
+      auto it = inlined.find(offset);
+      if (it != inlined.end() && static_cast<int64_t>(it->second.size()) == n) {
+        return StatusOr<std::string>(it->second);
+      }
+      return read(offset, n);
+    };
     for (const ShardSample& sample : GroupSamples(scan->members)) {
       ShardSpan span;
       span.key = sample.key;
@@ -382,7 +437,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       }
       int64_t label = -1;
       if (labels) {
-        StatusOr<int64_t> l = ReadMemberLabel(shown, sample, spec.label_member, read);
+        StatusOr<int64_t> l = ReadMemberLabel(shown, sample, spec.label_member, small_read);
         if (l.ok()) {
           label = *l;
         } else if (span.problem.empty()) {

@@ -1,10 +1,18 @@
 #include "sluice/pipeline/tar.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <string_view>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace sluice::pipeline {
 namespace {
@@ -316,5 +324,115 @@ Status AppendTarMember(std::string* tar, const std::string& name, std::string_vi
 }
 
 void AppendTarEnd(std::string* tar) { tar->append(2 * kBlock, '\0'); }
+
+StatusOr<std::string> WriteTarIndex(int64_t shard_size, const TarScan& scan, const ReadAt& read) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = absl::StrCat("sluice-tar-index 1 ", shard_size, "\n");
+  for (const TarMember& m : scan.members) {
+    if (m.name.find_first_of("\t\n") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("member '", m.name, "' has a tab or newline in its name"));
+    }
+    std::string hex = "-";
+    if (m.size <= kIndexInlineBytes) {
+      SLUICE_ASSIGN_OR_RETURN(std::string bytes, read(m.offset, m.size));
+      hex.clear();
+      for (unsigned char c : bytes) {
+        hex.push_back(kHex[c >> 4]);
+        hex.push_back(kHex[c & 15]);
+      }
+    }
+    absl::StrAppend(&out, m.offset, "\t", m.size, "\t", hex, "\t", m.name, "\n");
+  }
+  if (!scan.problem.empty()) {
+    std::string problem = scan.problem;
+    for (char& c : problem) {
+      if (c == '\n' || c == '\t') c = ' ';
+    }
+    absl::StrAppend(&out, "problem\t", problem, "\n");
+  }
+  return out;
+}
+
+StatusOr<TarIndex> ParseTarIndex(const std::string& name, std::string_view text) {
+  TarIndex index;
+  const auto bad = [&name](int line, const std::string& why) {
+    return absl::DataLossError(absl::StrCat(name, ":", line, ": ", why));
+  };
+  std::vector<absl::string_view> lines = absl::StrSplit(absl::string_view(text.data(), text.size()),
+                                                        '\n', absl::SkipEmpty());
+  if (lines.empty()) return bad(1, "empty, not a shard index");
+  std::vector<absl::string_view> head = absl::StrSplit(lines[0], ' ');
+  if (head.size() != 3 || head[0] != "sluice-tar-index" || head[1] != "1" ||
+      !absl::SimpleAtoi(head[2], &index.shard_size) || index.shard_size < 0) {
+    return bad(1, "not a sluice-tar-index 1 header");
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const int line = static_cast<int>(i) + 1;
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], absl::MaxSplits('\t', 3));
+    if (f.size() == 2 && f[0] == "problem") {
+      index.scan.problem = std::string(f[1]);
+      continue;
+    }
+    TarMember m;
+    if (f.size() != 4 || !absl::SimpleAtoi(f[0], &m.offset) || !absl::SimpleAtoi(f[1], &m.size) ||
+        m.offset < 0 || m.size < 0 || m.size > index.shard_size - m.offset || f[3].empty()) {
+      return bad(line, "not a member line (offset, size, bytes, name) inside the shard");
+    }
+    m.name = std::string(f[3]);
+    std::string bytes;
+    if (f[2] != "-") {
+      if (f[2].size() != static_cast<size_t>(2 * m.size) || m.size > kIndexInlineBytes) {
+        return bad(line, "inline bytes do not match the member's size");
+      }
+      for (size_t k = 0; k < f[2].size(); k += 2) {
+        int v = 0;
+        for (size_t d = k; d < k + 2; ++d) {
+          const char c = f[2][d];
+          const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          if (digit < 0) return bad(line, "inline bytes are not hex");
+          v = v * 16 + digit;
+        }
+        bytes.push_back(static_cast<char>(v));
+      }
+    }
+    index.scan.members.push_back(std::move(m));
+    index.inline_bytes.push_back(std::move(bytes));
+  }
+  return index;
+}
+
+StatusOr<TarScan> WriteLocalShardIndex(const std::string& shard) {
+  const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open '", shard, "'"));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("'", shard, "' is not a regular file"));
+  }
+  const ReadAt read = [fd](int64_t offset, int64_t n) -> StatusOr<std::string> {
+    std::string out(static_cast<size_t>(n), '\0');
+    const ssize_t got = pread(fd, out.data(), out.size(), offset);
+    if (got < 0) return absl::DataLossError("read error");
+    out.resize(static_cast<size_t>(got));
+    return out;
+  };
+  StatusOr<TarScan> scan = ScanTar(shard, st.st_size, read);
+  StatusOr<std::string> text = scan.ok() ? WriteTarIndex(st.st_size, *scan, read) : scan.status();
+  close(fd);
+  if (!text.ok()) return text.status();
+  // Through a temporary file and a rename: a reader never sees half an index.
+  const std::string path = shard + ".idx";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << *text;
+    if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
+  }
+  return scan;
+}
 
 }  // namespace sluice::pipeline

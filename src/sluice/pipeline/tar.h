@@ -70,6 +70,28 @@ std::vector<ShardSample> GroupSamples(const std::vector<TarMember>& members);
 // Splits a member name into key and field; false when it has no field.
 bool SplitMemberName(const std::string& name, std::string* key, std::string* field);
 
+// A shard's index (`sluice index`, SHARD.idx beside it): every member's range, and the bytes
+// of each member of at most kIndexInlineBytes (labels, small JSON), so that resolving a remote
+// shard costs one request instead of one per member. Text:
+//   sluice-tar-index 1 <shard size>\n
+//   <offset>\t<size>\t<hex of the bytes, or ->\t<name>\n   (one per member, archive order)
+// A scan that stopped early (TarScan::problem) is written as a last line "problem\t<text>".
+inline constexpr int64_t kIndexInlineBytes = 64;
+struct TarIndex {
+  int64_t shard_size = 0;
+  TarScan scan;
+  std::vector<std::string> inline_bytes;  // per member; empty when not inlined
+};
+// The index text of a scanned shard; `read` gives the small members' bytes.
+StatusOr<std::string> WriteTarIndex(int64_t shard_size, const TarScan& scan, const ReadAt& read);
+// Parses an index; DataLoss naming `name` when it is malformed or lists a member outside
+// the shard.
+StatusOr<TarIndex> ParseTarIndex(const std::string& name, std::string_view text);
+
+// Scans the local shard `shard` and writes its index to SHARD.idx (atomically: a temporary
+// file renamed). Returns the scan (its problem, if any, is recorded in the index).
+StatusOr<TarScan> WriteLocalShardIndex(const std::string& shard);
+
 // Appends a regular member (a POSIX ustar header, the data, padding to 512 bytes) to `tar`.
 // Names over 100 bytes are split into ustar's prefix and name at a '/'; InvalidArgument when
 // that cannot hold it (over 255 bytes, or no '/' where needed) or when the name is empty.

@@ -139,6 +139,51 @@ TEST(TarTest, ExpandsBraceRangesAndLists) {
   EXPECT_THAT(ExpandBraces("s-{0..99999999}.tar").status().message(), HasSubstr("2^20"));
 }
 
+TEST(TarTest, AnIndexRoundTripsWithSmallMembersInlineAndRejectsDamage) {
+  const std::string tar = Tar({{"k1.jpg", std::string(300, 'a')}, {"k1.cls", "7"},
+                               {"k2.jpg", "bb"}, {"k2.json", "{\"class\": 3}"}});
+  StatusOr<TarScan> scan = ScanTar("t.tar", static_cast<int64_t>(tar.size()), FromString(tar));
+  ASSERT_TRUE(scan.ok());
+  StatusOr<std::string> text = WriteTarIndex(static_cast<int64_t>(tar.size()), *scan, FromString(tar));
+  ASSERT_TRUE(text.ok()) << text.status();
+  StatusOr<TarIndex> index = ParseTarIndex("t.tar.idx", *text);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->shard_size, static_cast<int64_t>(tar.size()));
+  ASSERT_EQ(index->scan.members.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(index->scan.members[i].name, scan->members[i].name);
+    EXPECT_EQ(index->scan.members[i].offset, scan->members[i].offset);
+    EXPECT_EQ(index->scan.members[i].size, scan->members[i].size);
+  }
+  EXPECT_EQ(index->inline_bytes[0], "");  // 300 bytes: read from the shard
+  EXPECT_EQ(index->inline_bytes[1], "7");
+  EXPECT_EQ(index->inline_bytes[3], "{\"class\": 3}");
+  EXPECT_THAT(ParseTarIndex("x.idx", "garbage\n").status().message(),
+              HasSubstr("x.idx:1: not a sluice-tar-index 1 header"));
+  EXPECT_THAT(ParseTarIndex("x.idx", "sluice-tar-index 1 100\n90\t20\t-\tk.jpg\n")
+                  .status()
+                  .message(),
+              HasSubstr("x.idx:2: not a member line"));
+}
+
+TEST(TarTest, AStaleIndexIsRefusedNamingTheFix) {
+  TempDir dir;
+  const std::string tar = Tar({{"k1.jpg", "abc"}, {"k1.cls", "1"}});
+  const std::string shard = dir.Write("s.tar", tar);
+  StatusOr<TarScan> indexed = WriteLocalShardIndex(shard);
+  ASSERT_TRUE(indexed.ok()) << indexed.status();
+  SourceSpec spec;
+  spec.shards = {shard};
+  spec.data = "jpg";
+  spec.label = LabelMode::kMember;
+  spec.label_member = "cls";
+  StatusOr<SourceFiles> files = ResolveSource(spec);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->labels, std::vector<int64_t>{1});
+  dir.Write("s.tar", Tar({{"k1.jpg", "abcdef"}, {"k1.cls", "1"}, {"k2.jpg", "x"}}));
+  EXPECT_THAT(ResolveSource(spec).status().message(), HasSubstr("run `sluice index` on it again"));
+}
+
 // The same data as loose files (class folders) and as shards written in the loose files'
 // order: the same samples, labels and bytes in the same order for the same seed.
 class ShardSourceTest : public ::testing::Test {
