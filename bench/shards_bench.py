@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tar shards against loose files: the standard image pipeline at one thread, reading the same
 JPEG set as loose files, as local shards, and as shards from a web server on loopback
-(tests/http_shard_server.py). Rounds are interleaved (files, local shards, HTTP shards, ...)
+(tests/http_shard_server.py), read by range and through the shard cache (SLUICE_CACHE_DIR). Rounds are interleaved (files, local shards, HTTP shards, ...)
 and each figure is the median of its rounds; the ratios are against the loose files measured
 in the same rounds.
 
@@ -21,9 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run(sluice, spec, files, json_out):
+def run(sluice, spec, files, json_out, env=None):
     cmd = [sluice, "run", spec, "--threads", "1", "--files", files, "--json", json_out]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
     if done.returncode != 0:
         sys.exit(f"shards_bench: {' '.join(cmd)} failed:\n{done.stderr}")
     return json.load(open(json_out))["samples_per_s"]
@@ -52,17 +53,20 @@ def main():
         shards_spec = os.path.join(ROOT, "examples/pipelines/imagenet_train_shards.yaml")
         n_shards = len([f for f in os.listdir(os.path.join(data, "shards")) if f.endswith(".tar")])
         last = f"{n_shards - 1:06d}"
+        url = f"http://127.0.0.1:{port}/shards/shard-{{000000..{last}}}.tar"
+        cache = {"SLUICE_CACHE_DIR": os.path.join(args.work, "cache")}
         cases = {
-            "files": (files_spec, os.path.join(data, "**/*.jpg")),
-            "local shards": (shards_spec, os.path.join(data, "shards", "*.tar")),
-            "http shards": (shards_spec,
-                            f"http://127.0.0.1:{port}/shards/shard-{{000000..{last}}}.tar"),
+            "files": (files_spec, os.path.join(data, "**/*.jpg"), None),
+            "local shards": (shards_spec, os.path.join(data, "shards", "*.tar"), None),
+            "http shards": (shards_spec, url, None),
+            # The cache persists across rounds: after the first, every shard is local.
+            "http, cached": (shards_spec, url, cache),
         }
         rates = {name: [] for name in cases}
         out = os.path.join(args.work, "run.json")
         for r in range(args.rounds):
-            for name, (spec, files) in cases.items():
-                rates[name].append(run(args.sluice, spec, files, out))
+            for name, (spec, files, env) in cases.items():
+                rates[name].append(run(args.sluice, spec, files, out, env))
             print(f"shards_bench: round {r + 1}/{args.rounds}: " +
                   ", ".join(f"{n} {v[-1]:.0f}" for n, v in rates.items()), flush=True)
     finally:

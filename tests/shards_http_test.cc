@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
@@ -284,6 +285,57 @@ TEST_F(ShardsHttpTest, AWorkerReadsShardUrlsUnderItsDataUrlOnly) {
   Status failed = Drain(**refused, &none);
   ASSERT_FALSE(failed.ok());
   EXPECT_THAT(failed.message(), HasSubstr("--data-url"));
+}
+
+// The cache: each shard fetched once whole, then read locally (the server sees no more
+// requests for it); the folder stays under its limit as more shards come in, the least
+// recently read going first; a shard over the limit is read by range, uncached.
+TEST_F(ShardsHttpTest, TheCacheFetchesEachShardOnceAndStaysUnderItsLimit) {
+  auto server = HttpServer::Start(dir_.path() / "data", dir_.path());
+  ASSERT_NE(server, nullptr);
+  const fs::path shards = dir_.path() / "data/shards";
+  int64_t largest = 0;
+  for (int i = 0; i < 4; ++i) {
+    largest = std::max<int64_t>(
+        largest, fs::file_size(shards / absl::StrFormat("shard-%06d.tar", i)));
+  }
+  ops::UrlOptions options;
+  options.allow_all = true;
+  options.cache_dir = (dir_.path() / "cache").string();
+  options.cache_max_bytes = 2 * largest + 1024;  // two shards at most
+  auto storage = ops::MakeUrlStorage(&ops::LocalStorage(), options);
+  const auto cache_bytes = [&] {
+    int64_t total = 0;
+    for (const auto& e : fs::directory_iterator(options.cache_dir)) {
+      total += static_cast<int64_t>(e.file_size());
+    }
+    return total;
+  };
+  const std::string first = server->Url("shards/shard-000000.tar");
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = absl::StrFormat("shard-%06d.tar", i);
+      const std::string whole = ReadAll(shards / name);
+      StatusOr<Tensor> got = storage->ReadRange(server->Url("shards/" + name), 700, 300, 1 << 20);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->bytes(), whole.substr(700, 300));
+      EXPECT_LE(cache_bytes(), options.cache_max_bytes) << "round " << round << " shard " << i;
+    }
+  }
+  // Reading one shard over and over: fetched once.
+  const std::string log_before = ReadAll(dir_.path() / "http.log");
+  for (int k = 0; k < 20; ++k) ASSERT_TRUE(storage->ReadRange(first, 512, 100, 1 << 20).ok());
+  const std::string log_after = ReadAll(dir_.path() / "http.log");
+  EXPECT_LE(std::count(log_after.begin(), log_after.end(), '\n') -
+                std::count(log_before.begin(), log_before.end(), '\n'),
+            1);
+  // A cache smaller than a shard: range reads, nothing kept.
+  ops::UrlOptions small = options;
+  small.cache_dir = (dir_.path() / "small-cache").string();
+  small.cache_max_bytes = 1000;
+  auto uncached = ops::MakeUrlStorage(&ops::LocalStorage(), small);
+  ASSERT_TRUE(uncached->ReadRange(first, 512, 100, 1 << 20).ok());
+  EXPECT_TRUE(!fs::exists(small.cache_dir) || fs::is_empty(small.cache_dir));
 }
 
 // An S3-compatible store on loopback (s3rver, installed by scripts/install-deps.sh): shards

@@ -119,6 +119,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
   flags.AddString("data-url", &data_urls, "PREFIXES",
                   "comma-separated http(s) URL prefixes this worker may read (shards on a web "
                   "server); without it the worker reads no URLs");
+  flags.AddString("cache-dir", &options.worker.cache_dir, "DIR",
+                  "keep whole remote shards it reads under DIR (shared with other workers)");
+  flags.AddInt("cache-max-bytes", &options.worker.cache_max_bytes, "N",
+               "the most --cache-dir holds; the least recently read shards go first", 1);
   int64_t max_image_pixels = options.worker.limits.max_image_pixels;
   int64_t max_file_bytes = options.worker.limits.max_file_bytes;
   flags.AddInt("max-image-pixels", &max_image_pixels, "N",

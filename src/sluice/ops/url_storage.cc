@@ -5,17 +5,26 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -235,6 +244,14 @@ class UrlStorageImpl final : public Storage {
     }
     if (size == 0) return Tensor::Empty(DType::kBytes, {0});
     if (options_.before_read) options_.before_read(size);
+    if (!options_.cache_dir.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(std::optional<std::string> cached, Cached(path));
+      if (cached.has_value()) {
+        StatusOr<Tensor> local = LocalStorage().ReadRange(*cached, offset, size, max_bytes);
+        // Evicted by another process between the check and the read: read it remotely.
+        if (local.status().code() != absl::StatusCode::kNotFound) return local;
+      }
+    }
     SLUICE_ASSIGN_OR_RETURN(std::string body,
                             Fetch(path, Method::kGet, std::make_pair(offset, size), max_bytes));
     return ToTensor(body);
@@ -350,6 +367,83 @@ class UrlStorageImpl final : public Storage {
     return absl::FailedPreconditionError(message);
   }
 
+  // The cached copy of the object at `url`, fetched whole if it is not there yet; nullopt
+  // when it does not fit the cache.
+  StatusOr<std::optional<std::string>> Cached(std::string_view url) const {
+    const std::string key = Sha256Hex(RedactUrl(url));
+    const std::string path = absl::StrCat(options_.cache_dir, "/", key);
+    {
+      std::unique_lock<std::mutex> lock(cache_mu_);
+      if (too_big_.count(key) > 0) return std::optional<std::string>();
+      // One fetch per object in this process: others wait for it.
+      cache_cv_.wait(lock, [&] { return fetching_.count(key) == 0; });
+      if (utimensat(AT_FDCWD, path.c_str(), nullptr, 0) == 0) {  // there: marks it recently read
+        return std::optional<std::string>(path);
+      }
+      fetching_.insert(key);
+    }
+    StatusOr<std::optional<std::string>> out = FetchIntoCache(url, key, path);
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    fetching_.erase(key);
+    if (out.ok() && !out->has_value()) too_big_.insert(key);
+    cache_cv_.notify_all();
+    return out;
+  }
+
+  StatusOr<std::optional<std::string>> FetchIntoCache(std::string_view url, const std::string& key,
+                                                      const std::string& path) const {
+    StatusOr<std::string> body = Fetch(url, Method::kGet, std::nullopt, options_.cache_max_bytes);
+    if (body.status().code() == absl::StatusCode::kResourceExhausted) {
+      return std::optional<std::string>();
+    }
+    if (!body.ok()) return body.status();
+    std::error_code ec;
+    std::filesystem::create_directories(options_.cache_dir, ec);
+    const std::string tmp =
+        absl::StrCat(options_.cache_dir, "/tmp.", key, ".", getpid(), ".", next_tmp_++);
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out.write(body->data(), static_cast<std::streamsize>(body->size()));
+      if (!out.good()) {
+        std::filesystem::remove(tmp, ec);
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot write the cache file '", tmp, "' (--cache-dir)"));
+      }
+    }
+    Evict(static_cast<int64_t>(body->size()));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::filesystem::remove(tmp, ec);
+      return absl::PermissionDeniedError(absl::StrCat("cannot write the cache file '", path, "'"));
+    }
+    return std::optional<std::string>(path);
+  }
+
+  // Removes the least recently read cached objects until `incoming` more bytes fit. Files of
+  // other processes are removed the same way; a reader that has one open keeps reading it.
+  void Evict(int64_t incoming) const {
+    struct Entry {
+      std::filesystem::file_time_type when;
+      int64_t bytes;
+      std::filesystem::path path;
+    };
+    std::vector<Entry> entries;
+    int64_t total = incoming;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(options_.cache_dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("tmp.", 0) == 0 || !e.is_regular_file(ec)) continue;
+      const int64_t bytes = static_cast<int64_t>(e.file_size(ec));
+      entries.push_back({e.last_write_time(ec), bytes, e.path()});
+      total += bytes;
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.when < b.when; });
+    for (const Entry& e : entries) {
+      if (total <= options_.cache_max_bytes) break;
+      if (std::filesystem::remove(e.path, ec)) total -= e.bytes;
+    }
+  }
+
   const S3Config& S3() const {
     std::call_once(s3_once_, [this] {
       s3_ = options_.s3.has_value() ? *options_.s3 : S3ConfigFromEnvironment();
@@ -361,6 +455,11 @@ class UrlStorageImpl final : public Storage {
   UrlOptions options_;
   mutable std::once_flag s3_once_;
   mutable S3Config s3_;
+  mutable std::mutex cache_mu_;
+  mutable std::condition_variable cache_cv_;
+  mutable std::set<std::string> fetching_;  // objects being fetched into the cache
+  mutable std::set<std::string> too_big_;   // objects over cache_max_bytes
+  mutable std::atomic<int64_t> next_tmp_{0};
 };
 
 }  // namespace
@@ -481,6 +580,11 @@ const Storage& LocalOrUrlStorage() {
   static const Storage* storage = [] {
     UrlOptions options;
     options.allow_all = true;
+    options.cache_dir = Env("SLUICE_CACHE_DIR");
+    int64_t max_bytes = 0;
+    if (absl::SimpleAtoi(Env("SLUICE_CACHE_MAX_BYTES"), &max_bytes) && max_bytes > 0) {
+      options.cache_max_bytes = max_bytes;
+    }
     return MakeUrlStorage(&LocalStorage(), options).release();
   }();
   return *storage;

@@ -78,6 +78,14 @@ struct UrlOptions {
   std::function<void(int64_t)> before_read;  // called with a read's size (a rate limiter)
   // For s3:// URLs; unset: S3ConfigFromEnvironment(), read at the first s3:// request.
   std::optional<S3Config> s3;
+  // A local cache of whole objects (shards) read by range: the first read of an object
+  // fetches all of it into cache_dir (a temporary file, renamed when complete), later reads
+  // are local. The files together stay under cache_max_bytes: the least recently read go
+  // first; an object bigger than that is read by range, uncached. Several processes may
+  // share the folder. Empty: no cache. The trainer's: SLUICE_CACHE_DIR and
+  // SLUICE_CACHE_MAX_BYTES (default 10 GiB); a worker's: --cache-dir, --cache-max-bytes.
+  std::string cache_dir;
+  int64_t cache_max_bytes = int64_t{10} << 30;
 };
 
 // `files` (not owned; must outlive the result) reads whatever is not a URL.

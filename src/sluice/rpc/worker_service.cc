@@ -731,6 +731,8 @@ WorkerService::WorkerService(WorkerOptions options)
   }
   ops::UrlOptions urls;
   urls.allowed_prefixes = options_.data_urls;
+  urls.cache_dir = options_.cache_dir;
+  urls.cache_max_bytes = options_.cache_max_bytes;
   urls.before_read = before_read;
   shared_->storage = ops::MakeUrlStorage(shared_->files.get(), urls);
   const CpuBudget budget = ProbeCpuBudget();

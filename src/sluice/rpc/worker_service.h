@@ -94,6 +94,9 @@ struct WorkerOptions {
   // "https://data.example/train/"; empty: it reads no URLs (a spec cannot make it fetch
   // from anywhere it chooses).
   std::vector<std::string> data_urls;
+  // A local cache of the remote objects (shards) it reads (ops::UrlOptions::cache_dir).
+  std::string cache_dir;
+  int64_t cache_max_bytes = int64_t{10} << 30;
   ops::InputLimits limits;          // caps on decoded pixels and file sizes (ops/storage.h)
   int threads = 0;        // pool threads; 0: the CPU budget (ProbeCpuBudget)
   int max_sessions = 16;
