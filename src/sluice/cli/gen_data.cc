@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sluice/core/rng.h"
+#include "sluice/ops/storage.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/tar.h"
 
@@ -477,15 +478,9 @@ StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,
     const std::string& path = files.paths[i];
     std::string key = std::filesystem::path(path).lexically_relative(root).string();
     key.resize(key.size() - ext.size() - 1);
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      return absl::NotFoundError(absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
-    }
-    std::string data;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data.append(buf, n);
-    std::fclose(f);
+    SLUICE_ASSIGN_OR_RETURN(
+        Tensor file, ops::LocalStorage().ReadFile(path, ops::InputLimits::kDefaultMaxFileBytes));
+    const std::string_view data = file.bytes();
     SLUICE_RETURN_IF_ERROR(pipeline::AppendTarMember(&tar, absl::StrCat(key, ".", ext), data));
     SLUICE_RETURN_IF_ERROR(pipeline::AppendTarMember(&tar, absl::StrCat(key, ".cls"),
                                                      std::to_string(files.labels[i])));
@@ -493,11 +488,7 @@ StatusOr<int64_t> PackShards(const std::string& out_dir, const std::string& ext,
     if ((static_cast<int64_t>(i) + 1) % shard_size == 0 || last) {
       pipeline::AppendTarEnd(&tar);
       const std::string name = (shard_dir / absl::StrFormat("shard-%06d.tar", shards)).string();
-      std::FILE* out = std::fopen(name.c_str(), "wb");
-      if (out == nullptr || std::fwrite(tar.data(), 1, tar.size(), out) != tar.size() ||
-          std::fclose(out) != 0) {
-        return absl::PermissionDeniedError(absl::StrCat("cannot write '", name, "'"));
-      }
+      SLUICE_RETURN_IF_ERROR(WriteFile(name, tar));
       SLUICE_RETURN_IF_ERROR(pipeline::WriteLocalShardIndex(name).status());
       ++shards;
       tar.clear();

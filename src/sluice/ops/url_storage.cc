@@ -276,8 +276,9 @@ class UrlStorageImpl final : public Storage {
 
  protected:
   StatusOr<int> Open(std::string_view path) const override {
-    return absl::UnimplementedError(
-        absl::StrCat("'", RedactUrl(path), "' is a URL, not a file to open"));
+    // Every read of a URL is overridden above; nothing opens one as a descriptor.
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", RedactUrl(path), "' is a URL, read by request, not a file to open"));
   }
 
  private:

@@ -84,6 +84,8 @@ struct UrlOptions {
   // first; an object bigger than that is read by range, uncached. Several processes may
   // share the folder. Empty: no cache. The trainer's: SLUICE_CACHE_DIR and
   // SLUICE_CACHE_MAX_BYTES (default 10 GiB); a worker's: --cache-dir, --cache-max-bytes.
+  // 10 GiB by default: some thousands of shards of a few MB, a modest share of a training
+  // node's local disk; set it to what the disk can spare.
   std::string cache_dir;
   int64_t cache_max_bytes = int64_t{10} << 30;
 };

@@ -1,9 +1,5 @@
 #include "sluice/pipeline/source.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -362,7 +358,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
   const ops::Storage& urls = ops::LocalOrUrlStorage();
   for (const std::string& shard : shards) {
     // A local shard is read through one descriptor; a URL with a range request per read.
-    int fd = -1;
+    std::unique_ptr<LocalTarFile> local;
     int64_t size = 0;
     ReadAt read;
     const std::string shown = ops::IsUrl(shard) ? ops::RedactUrl(shard) : shard;
@@ -375,48 +371,26 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
         return std::string(t.bytes());
       };
     } else {
-      fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        return absl::NotFoundError(absl::StrCat("shard '", shard, "' cannot be opened"));
-      }
-      struct stat st {};
-      if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return absl::InvalidArgumentError(
-            absl::StrCat("shard '", shard, "' is not a regular file"));
-      }
-      size = st.st_size;
-      read = [fd, &shard](int64_t offset, int64_t n) -> StatusOr<std::string> {
-        std::string out(static_cast<size_t>(n), '\0');
-        const ssize_t got = pread(fd, out.data(), out.size(), offset);
-        if (got < 0) return absl::DataLossError(absl::StrCat(shard, ": read error"));
-        out.resize(static_cast<size_t>(got));
-        return out;
-      };
+      SLUICE_ASSIGN_OR_RETURN(local, LocalTarFile::Open(shard));
+      size = local->size();
+      read = local->Reader();
     }
     // The shard's index (SHARD.idx, `sluice index`) when there is one: no scan, and the small
     // members (labels) from it.
     std::map<int64_t, std::string> inlined;
-    StatusOr<std::optional<TarIndex>> index = LoadShardIndex(shard, shown, size, urls);
-    if (!index.ok()) {
-      if (fd >= 0) close(fd);
-      return index.status();
-    }
-    StatusOr<TarScan> scan = TarScan{};
-    if (index->has_value()) {
-      for (size_t m = 0; m < (*index)->scan.members.size(); ++m) {
-        const TarMember& member = (*index)->scan.members[m];
-        if (member.size == 0 || !(*index)->inline_bytes[m].empty()) {
-          inlined[member.offset] = (*index)->inline_bytes[m];
+    SLUICE_ASSIGN_OR_RETURN(std::optional<TarIndex> index,
+                            LoadShardIndex(shard, shown, size, urls));
+    TarScan scan;
+    if (index.has_value()) {
+      for (size_t m = 0; m < index->scan.members.size(); ++m) {
+        const TarMember& member = index->scan.members[m];
+        if (member.size == 0 || !index->inline_bytes[m].empty()) {
+          inlined[member.offset] = index->inline_bytes[m];
         }
       }
-      scan = std::move((*index)->scan);
+      scan = std::move(index->scan);
     } else {
-      scan = ScanTar(shown, size, read);
-    }
-    if (!scan.ok()) {
-      if (fd >= 0) close(fd);
-      return scan.status();
+      SLUICE_ASSIGN_OR_RETURN(scan, ScanTar(shown, size, read));
     }
     const ReadAt small_read = [&inlined, &read](int64_t offset, int64_t n) {
       auto it = inlined.find(offset);
@@ -425,7 +399,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       }
       return read(offset, n);
     };
-    for (const ShardSample& sample : GroupSamples(scan->members)) {
+    for (const ShardSample& sample : GroupSamples(scan.members)) {
       ShardSpan span;
       span.key = sample.key;
       if (const ShardField* f = sample.Find(spec.data)) {
@@ -433,7 +407,7 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
         span.size = f->size;
       } else {
         span.problem =
-            absl::StrCat(shard, ": sample '", sample.key, "' has no '", spec.data, "' member");
+            absl::StrCat(shown, ": sample '", sample.key, "' has no '", spec.data, "' member");
       }
       int64_t label = -1;
       if (labels) {
@@ -448,21 +422,22 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       files->spans.push_back(std::move(span));
       if (labels) files->labels.push_back(label);
     }
-    if (fd >= 0) close(fd);
-    if (!scan->problem.empty()) {
+    if (!scan.problem.empty()) {
       // What the damage hides is unknown: one sample stands for it, so that on_error (fail or
       // skip) applies to it as to any sample that cannot be read.
       ShardSpan lost;
-      lost.key = absl::StrCat("(after ", scan->members.size(), " members)");
-      lost.problem = scan->problem;
+      lost.key = absl::StrCat("(after ", scan.members.size(), " members)");
+      lost.problem = scan.problem;
       files->paths.push_back(shard);
       files->spans.push_back(std::move(lost));
       if (labels) files->labels.push_back(-1);
     }
   }
   if (files->paths.empty()) {
+    std::vector<std::string> named;
+    for (const std::string& s : spec.shards) named.push_back(ops::RedactUrl(s));
     return absl::NotFoundError(
-        absl::StrCat("the shards (", absl::StrJoin(spec.shards, ", "), ") hold no samples"));
+        absl::StrCat("the shards (", absl::StrJoin(named, ", "), ") hold no samples"));
   }
   return absl::OkStatus();
 }

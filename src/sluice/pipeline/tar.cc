@@ -402,31 +402,40 @@ StatusOr<TarIndex> ParseTarIndex(const std::string& name, std::string_view text)
   return index;
 }
 
-StatusOr<TarScan> WriteLocalShardIndex(const std::string& shard) {
-  const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open '", shard, "'"));
+StatusOr<std::unique_ptr<LocalTarFile>> LocalTarFile::Open(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("shard '", path, "' cannot be opened"));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("'", shard, "' is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat("shard '", path, "' is not a regular file"));
   }
-  const ReadAt read = [fd](int64_t offset, int64_t n) -> StatusOr<std::string> {
+  return std::unique_ptr<LocalTarFile>(new LocalTarFile(path, fd, st.st_size));
+}
+
+LocalTarFile::~LocalTarFile() { close(fd_); }
+
+ReadAt LocalTarFile::Reader() const {
+  return [this](int64_t offset, int64_t n) -> StatusOr<std::string> {
     std::string out(static_cast<size_t>(n), '\0');
-    const ssize_t got = pread(fd, out.data(), out.size(), offset);
-    if (got < 0) return absl::DataLossError("read error");
+    const ssize_t got = pread(fd_, out.data(), out.size(), offset);
+    if (got < 0) return absl::DataLossError(absl::StrCat(path_, ": read error"));
     out.resize(static_cast<size_t>(got));
     return out;
   };
-  StatusOr<TarScan> scan = ScanTar(shard, st.st_size, read);
-  StatusOr<std::string> text = scan.ok() ? WriteTarIndex(st.st_size, *scan, read) : scan.status();
-  close(fd);
-  if (!text.ok()) return text.status();
+}
+
+StatusOr<TarScan> WriteLocalShardIndex(const std::string& shard) {
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<LocalTarFile> file, LocalTarFile::Open(shard));
+  const ReadAt read = file->Reader();
+  SLUICE_ASSIGN_OR_RETURN(TarScan scan, ScanTar(shard, file->size(), read));
+  SLUICE_ASSIGN_OR_RETURN(std::string text, WriteTarIndex(file->size(), scan, read));
   // Through a temporary file and a rename: a reader never sees half an index.
   const std::string path = shard + ".idx";
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << *text;
+    out << text;
     if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -22,8 +22,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/status.h"
@@ -87,6 +89,26 @@ StatusOr<std::string> WriteTarIndex(int64_t shard_size, const TarScan& scan, con
 // Parses an index; DataLoss naming `name` when it is malformed or lists a member outside
 // the shard.
 StatusOr<TarIndex> ParseTarIndex(const std::string& name, std::string_view text);
+
+// A local shard open for reading by offset (one descriptor, closed with the object).
+class LocalTarFile {
+ public:
+  // NotFound when it cannot be opened; InvalidArgument when it is not a regular file.
+  static StatusOr<std::unique_ptr<LocalTarFile>> Open(const std::string& path);
+  ~LocalTarFile();
+  LocalTarFile(const LocalTarFile&) = delete;
+  LocalTarFile& operator=(const LocalTarFile&) = delete;
+  int64_t size() const { return size_; }
+  // Reads by pread; valid while this object lives.
+  ReadAt Reader() const;
+
+ private:
+  LocalTarFile(std::string path, int fd, int64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_;
+  int64_t size_;
+};
 
 // Scans the local shard `shard` and writes its index to SHARD.idx (atomically: a temporary
 // file renamed). Returns the scan (its problem, if any, is recorded in the index).
