@@ -14,11 +14,11 @@
 docs/python.md has the whole story.
 """
 from . import _core
-from ._spec import Spec, files, load, manifest, parse
+from ._spec import Spec, files, load, manifest, parse, shards
 from .loader import Loader, SluiceWarning, merge_states
 from . import ops
 
 __version__ = _core.__version__
 
-__all__ = ["Spec", "files", "manifest", "load", "parse", "Loader", "SluiceWarning",
+__all__ = ["Spec", "files", "manifest", "shards", "load", "parse", "Loader", "SluiceWarning",
            "merge_states", "ops", "__version__"]

@@ -188,6 +188,20 @@ def manifest(path, label=None, shuffle=False, seed=0, even=None):
                     "seed": seed}, even)
 
 
+def shards(patterns, data, label=None, shuffle=False, seed=0, even=None):
+    """A spec reading WebDataset tar shards (docs/shards.md): `patterns` is a path, URL,
+    glob or brace range ("train-{000000..000127}.tar"), or a list of them; `data` the member
+    field read_file reads ("jpg", "wav"); `label` a member ("cls") or "json:KEY".
+    `shuffle`: False, True (a new seeded order of samples every epoch) or "shards" (a new
+    order of shards, each shard's samples together; add `.shuffle(N)` for a buffer)."""
+    if isinstance(patterns, (list, tuple)):
+        patterns = [str(p) for p in patterns]
+    else:
+        patterns = str(patterns)
+    return _source({"shards": patterns, "data": data, "label": label or "none",
+                    "shuffle": shuffle, "seed": seed}, even)
+
+
 def load(path):
     """Reads a YAML or JSON spec file (ValueError with file:line:column on a bad spec;
     FileNotFoundError if it cannot be read)."""

@@ -102,3 +102,35 @@ def test_policies_that_need_workers_say_so(sluice, tmp_path):
     # The planner without workers plans, and its plan is all local.
     loader = sluice.Loader(spec, policy="sluice", metric_store=False, measure_s=0.05)
     assert len(list(loader)) == 1
+
+
+def test_shards_in_shard_order_with_a_shuffle_buffer_reporting_its_memory(sluice, binary,
+                                                                          tmp_path):
+    import numpy as np
+    from conftest import gen_images
+    gen_images(binary, tmp_path, 48, 32, 24, 3, "--format", "tar", "--shard-size", "16")
+    pattern = str(tmp_path / "data" / "shards" / "shard-{000000..000002}.tar")
+    spec = (sluice.shards(pattern, data="jpg", label="cls", shuffle="shards", seed=3)
+            .map("read_file").map("decode_jpeg").batch(4).options(deterministic=True))
+    assert "shuffle: shards" in spec.to_yaml()
+    assert sluice.parse(spec.to_json()) == spec
+    loader = sluice.Loader(spec, sample_ids=True)
+    for epoch in range(2):  # each pass over the loader is the next epoch
+        ids = np.concatenate([b["sample_id"] for b in loader])
+        assert set(int(e) for e in ids[:, 0]) == {epoch}
+        indices = [int(i) for i in ids[:, 1]]
+        assert sorted(indices) == list(range(48))
+        # Three shards of 16, each visited whole and in order.
+        runs = [indices[k:k + 16] for k in range(0, 48, 16)]
+        for run in runs:
+            assert run == list(range(run[0], run[0] + 16)) and run[0] % 16 == 0, indices
+        assert loader.report()["shuffle_buffer_peak_samples"] == 0
+    buffered = sluice.Loader(spec.shuffle(8), sample_ids=True)
+    assert sum(len(b["sample_id"]) for b in buffered) == 48
+    report = buffered.report()
+    assert report["shuffle_buffer_peak_samples"] == 8
+    assert report["shuffle_buffer_peak_bytes"] >= 8 * 32 * 24 * 3  # decoded images
+    with pytest.raises(ValueError, match="expected true, false or shards"):
+        sluice.shards(pattern, data="jpg", shuffle="sometimes").validate()
+    with pytest.raises(ValueError, match="is for a 'shards' source"):
+        sluice.files("data/*.jpg", shuffle="shards").validate()

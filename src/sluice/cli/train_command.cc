@@ -389,6 +389,11 @@ int TrainCommand(const std::vector<std::string>& args) {
                static_cast<long long>(report.duplicates_dropped),
                static_cast<long long>(report.requeued_samples),
                static_cast<long long>(report.skipped));
+  if (report.shuffle_buffer_peak_samples > 0) {
+    std::fprintf(out, "shuffle buffer: at most %lld samples, %.1f MiB\n",
+                 static_cast<long long>(report.shuffle_buffer_peak_samples),
+                 static_cast<double>(report.shuffle_buffer_peak_bytes) / (1 << 20));
+  }
   if (dump_checksum) std::fputs(digests.ToString().c_str(), stdout);
   std::fflush(stdout);
 
@@ -448,6 +453,8 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["duplicates_dropped"] = report.duplicates_dropped;
     j["requeued_samples"] = report.requeued_samples;
     j["skipped"] = report.skipped;
+    j["shuffle_buffer_peak_samples"] = report.shuffle_buffer_peak_samples;
+    j["shuffle_buffer_peak_bytes"] = report.shuffle_buffer_peak_bytes;
     j["warnings"] = report.warnings;
     Status written = WriteOutput(json_path, j.dump(2) + "\n");
     if (!written.ok()) {

@@ -35,11 +35,13 @@ void FilterIterator::Cancel() {
 // ---------------------------------------------------------------------------- Shuffle buffer
 
 ShuffleBufferIterator::ShuffleBufferIterator(std::unique_ptr<Iterator> input, size_t buffer_size,
-                                             uint64_t seed, size_t max_bytes)
+                                             uint64_t seed, size_t max_bytes,
+                                             PipelineStats* stats)
     : input_(std::move(input)),
       buffer_size_(std::max<size_t>(1, buffer_size)),
       max_bytes_(max_bytes),
-      rng_(SeedFor(seed, 0, 0, kShuffleBufferRngPosition)) {}
+      rng_(SeedFor(seed, 0, 0, kShuffleBufferRngPosition)),
+      stats_(stats) {}
 
 Status ShuffleBufferIterator::GetNext(Element* out, bool* end_of_stream) {
   if (cancelled_.load(std::memory_order_relaxed)) return CancelledStatus();
@@ -64,6 +66,7 @@ Status ShuffleBufferIterator::GetNext(Element* out, bool* end_of_stream) {
     bytes_ += e.nbytes();
     buffer_.push_back(std::move(e));
   }
+  if (stats_ != nullptr) stats_->RecordShuffleBuffer(buffer_.size(), bytes_);
   if (buffer_.empty()) {
     *end_of_stream = true;
     return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "sluice/core/element.h"
 #include "sluice/core/queue.h"
+#include "sluice/pipeline/stats.h"
 #include "sluice/core/rng.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/iterator.h"
@@ -50,9 +51,10 @@ class ShuffleBufferIterator : public Iterator {
  public:
   // Holds at most `buffer_size` elements (REQUIRES >= 1), and stops filling early once they
   // hold `max_bytes` (0: no byte limit). Draws come from Rng(SeedFor(seed, 0, 0,
-  // kShuffleBufferRngPosition)).
+  // kShuffleBufferRngPosition)). With `stats`, keeps its shuffle_buffer_* counters (the
+  // memory the buffer costs) up to date.
   ShuffleBufferIterator(std::unique_ptr<Iterator> input, size_t buffer_size, uint64_t seed,
-                        size_t max_bytes = 0);
+                        size_t max_bytes = 0, PipelineStats* stats = nullptr);
 
   Status GetNext(Element* out, bool* end_of_stream) override;
   void Cancel() override;
@@ -67,6 +69,7 @@ class ShuffleBufferIterator : public Iterator {
   Rng rng_;
   std::vector<Element> buffer_;
   size_t bytes_ = 0;
+  PipelineStats* const stats_;
   bool input_done_ = false;
   Status final_status_;  // sticky input error
   std::atomic<bool> cancelled_{false};

@@ -89,6 +89,21 @@ TEST(ShuffleBufferTest, RespectsTheBufferSizeAndBytes) {
   EXPECT_EQ(Drain(small).size(), 49u);
 }
 
+TEST(ShuffleBufferTest, ReportsTheMemoryItHolds) {
+  PipelineStats stats;
+  stats.Init({});
+  ShuffleBufferIterator it(Numbers(50), 8, 3, /*max_bytes=*/0, &stats);
+  EXPECT_EQ(Drain(it).size(), 50u);
+  EXPECT_EQ(stats.shuffle_buffer_peak_samples.load(), 8);
+  EXPECT_EQ(stats.shuffle_buffer_peak_bytes.load(), 8 * 8);  // 8-byte scalars
+  EXPECT_EQ(stats.shuffle_buffer_samples.load(), 0);  // drained at the end
+  PipelineStats capped;
+  capped.Init({});
+  ShuffleBufferIterator small(Numbers(50), 8, 3, /*max_bytes=*/16, &capped);
+  EXPECT_EQ(Drain(small).size(), 50u);
+  EXPECT_EQ(capped.shuffle_buffer_peak_bytes.load(), 16);
+}
+
 TEST(ShuffleBufferTest, ErrorsStick) {
   ShuffleBufferIterator it(Numbers(3, absl::InternalError("boom")), 10, 1);
   Element e;

@@ -80,6 +80,8 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   source_options.produced = &ex->stats_->source_samples;
   source_options.shard = options.shard;
   source_options.even = spec.source.even;
+  source_options.shuffle_groups = ShuffleGroups(
+      spec.source, *ex->files_, static_cast<uint64_t>(SamplesPerEpoch(*ex->files_, spec.take)));
   std::unique_ptr<Iterator> it = std::make_unique<SourceIterator>(ex->files_, source_options);
 
   const size_t budget = options.max_buffered_bytes;
@@ -101,7 +103,8 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   }
   if (spec.shuffle_buffer > 0) {
     it = std::make_unique<ShuffleBufferIterator>(
-        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4);
+        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4,
+        ex->stats_.get());
   }
   if (spec.batch.size > 0) {
     BatchOptions batch_options;

@@ -517,17 +517,48 @@ Schema SourceSchema(const SourceSpec& spec) {
   return SourceSchema(spec.label, !spec.shards.empty());
 }
 
-std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch) {
-  std::vector<uint64_t> order(count);
-  for (uint64_t i = 0; i < count; ++i) order[i] = i;
-  if (shuffle && count > 1) {
+namespace {
+
+// A seeded Fisher-Yates permutation of 0..n-1.
+std::vector<uint64_t> Permutation(uint64_t n, uint64_t seed, uint32_t epoch) {
+  std::vector<uint64_t> order(n);
+  for (uint64_t i = 0; i < n; ++i) order[i] = i;
+  if (n > 1) {
     Rng rng(SeedFor(seed, epoch, 0, kSourceRngPosition));
-    for (uint64_t i = count - 1; i > 0; --i) {
+    for (uint64_t i = n - 1; i > 0; --i) {
       uint64_t j = static_cast<uint64_t>(rng.UniformInt(0, static_cast<int64_t>(i)));
       std::swap(order[i], order[j]);
     }
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
+                                 const std::vector<uint64_t>& groups) {
+  if (shuffle && groups.empty()) return Permutation(count, seed, epoch);
+  std::vector<uint64_t> order;
+  order.reserve(count);
+  if (!shuffle) {
+    for (uint64_t i = 0; i < count; ++i) order.push_back(i);
+    return order;
+  }
+  for (uint64_t g : Permutation(groups.size(), seed, epoch)) {
+    const uint64_t end = g + 1 < groups.size() ? std::min(groups[g + 1], count) : count;
+    for (uint64_t i = std::min(groups[g], count); i < end; ++i) order.push_back(i);
+  }
+  return order;
+}
+
+std::vector<uint64_t> ShardGroups(const SourceFiles& files, uint64_t count) {
+  std::vector<uint64_t> starts;
+  if (files.spans.empty()) return starts;
+  count = std::min<uint64_t>(count, files.paths.size());
+  for (uint64_t i = 0; i < count; ++i) {
+    if (i == 0 || files.paths[i] != files.paths[i - 1]) starts.push_back(i);
+  }
+  return starts;
 }
 
 Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
@@ -557,14 +588,21 @@ Element MakeSourceElement(const SourceFiles& files, bool with_label, SampleId id
   return e;
 }
 
+std::vector<uint64_t> ShuffleGroups(const SourceSpec& spec, const SourceFiles& files,
+                                    uint64_t count) {
+  if (!spec.shard_order) return {};
+  return ShardGroups(files, count);
+}
+
 EpochShare EpochShareOf(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
-                        const Shard& shard, EvenRule even, const SourceProgress* resume) {
+                        const Shard& shard, EvenRule even, const SourceProgress* resume,
+                        const std::vector<uint64_t>& groups) {
   const std::vector<bool>* before = nullptr;
   if (resume != nullptr) {
     auto it = resume->divided.find(epoch);
     if (it != resume->divided.end()) before = &it->second;
   }
-  return ShareOf(EpochOrder(count, shuffle, seed, epoch), before, shard, even);
+  return ShareOf(EpochOrder(count, shuffle, seed, epoch, groups), before, shard, even);
 }
 
 int64_t SamplesPerEpoch(const SourceFiles& files, int64_t take) {
@@ -666,7 +704,7 @@ Status SourceIterator::GetNext(Element* out, bool* end_of_stream) {
     if (!share_ready_) {
       // The share of an epoch divided after a resume may be empty: the loop moves on.
       share_ = EpochShareOf(per_epoch_, options_.shuffle, options_.seed, epoch_, options_.shard,
-                            options_.even, resume);
+                            options_.even, resume, options_.shuffle_groups);
       share_ready_ = true;
       continue;
     }

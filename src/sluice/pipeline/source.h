@@ -95,8 +95,19 @@ Schema SourceSchema(LabelMode label, bool shards = false);
 Schema SourceSchema(const SourceSpec& spec);
 
 // The visiting order of `epoch` over the first `count` files: 0..count-1, or a permutation
-// seeded by (seed, epoch) when `shuffle`.
-std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch);
+// seeded by (seed, epoch) when `shuffle`. With `groups` (the first index of each group,
+// ascending, starting at 0: ShardGroups()), a shuffle permutes the groups and keeps each
+// group's indices together and in order (`shuffle: shards`).
+std::vector<uint64_t> EpochOrder(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
+                                 const std::vector<uint64_t>& groups = {});
+
+// The first sample index of each shard among the first `count` samples of a shards source
+// (its samples are listed shard by shard); empty for files and a manifest.
+std::vector<uint64_t> ShardGroups(const SourceFiles& files, uint64_t count);
+// The groups a shuffle of `spec`'s source permutes whole: ShardGroups() for `shuffle:
+// shards`, else none.
+std::vector<uint64_t> ShuffleGroups(const SourceSpec& spec, const SourceFiles& files,
+                                    uint64_t count);
 
 // The element of file `index` in `epoch`.
 Element MakeSourceElement(const SourceFiles& files, bool with_label, uint32_t epoch,
@@ -140,7 +151,8 @@ struct SourceProgress {
 // samples `resume` (may be null) says were consumed before the epoch was divided, dealt as
 // shard.h says. Unsharded and without a resume, the whole permutation.
 EpochShare EpochShareOf(uint64_t count, bool shuffle, uint64_t seed, uint32_t epoch,
-                        const Shard& shard, EvenRule even, const SourceProgress* resume);
+                        const Shard& shard, EvenRule even, const SourceProgress* resume,
+                        const std::vector<uint64_t>& groups = {});
 
 // The progress of a whole sharded run from the progress of each of its ranks (ranks[r]:
 // rank r's, all from one run of ranks.size() ranks): every sample that any rank received,
@@ -164,6 +176,8 @@ struct SourceOptions {
   // Visit only this rank's share of each epoch (shard.h).
   Shard shard;
   EvenRule even = EvenRule::kDrop;
+  // Shuffle whole groups (ShardGroups(), for `shuffle: shards`); empty: single samples.
+  std::vector<uint64_t> shuffle_groups;
 };
 
 // Files visited per epoch: min(take, files) (or all files when take < 0).

@@ -211,6 +211,60 @@ TEST(EpochOrderTest, ShuffledIsAPermutationThatDiffersAcrossEpochsAndIsReproduci
   EXPECT_NE(e0, EpochOrder(n, true, 43, 0));
 }
 
+TEST(EpochOrderTest, ShardOrderPermutesWholeShardsAndKeepsEachInOrder) {
+  // Five shards of uneven sizes: [0,3) [3,4) [4,9) [9,12) [12,20).
+  const std::vector<uint64_t> groups = {0, 3, 4, 9, 12};
+  const uint64_t n = 20;
+  auto shard_of = [&](uint64_t i) {
+    return static_cast<size_t>(std::upper_bound(groups.begin(), groups.end(), i) -
+                               groups.begin()) - 1;
+  };
+  std::set<std::vector<size_t>> shard_orders;
+  for (uint32_t epoch = 0; epoch < 6; ++epoch) {
+    std::vector<uint64_t> order = EpochOrder(n, true, 42, epoch, groups);
+    std::vector<uint64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<uint64_t> identity(n);
+    std::iota(identity.begin(), identity.end(), 0);
+    ASSERT_EQ(sorted, identity) << "epoch " << epoch;
+    // Each shard's samples are consecutive and ascending: a new shard starts only at its
+    // first sample.
+    std::vector<size_t> shards;
+    for (size_t p = 0; p < order.size(); ++p) {
+      if (p > 0 && shard_of(order[p]) == shard_of(order[p - 1])) {
+        EXPECT_EQ(order[p], order[p - 1] + 1) << "epoch " << epoch << " position " << p;
+      } else {
+        EXPECT_EQ(order[p], groups[shard_of(order[p])]) << "epoch " << epoch;
+        shards.push_back(shard_of(order[p]));
+      }
+    }
+    EXPECT_EQ(shards.size(), groups.size());
+    shard_orders.insert(shards);
+    EXPECT_EQ(order, EpochOrder(n, true, 42, epoch, groups));
+  }
+  EXPECT_GE(shard_orders.size(), 3u);  // the order changes from epoch to epoch
+  // Unshuffled, groups change nothing; a count short of the last group cuts it.
+  EXPECT_EQ(EpochOrder(5, false, 42, 0, groups), EpochOrder(5, false, 42, 0));
+  std::vector<uint64_t> cut = EpochOrder(10, true, 7, 0, groups);
+  std::sort(cut.begin(), cut.end());
+  EXPECT_THAT(cut, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
+}
+
+TEST(EpochOrderTest, ShardGroupsStartWhereTheShardChanges) {
+  SourceFiles files;
+  files.paths = {"a.tar", "a.tar", "b.tar", "c.tar", "c.tar", "c.tar"};
+  files.spans.resize(files.paths.size());
+  EXPECT_THAT(ShardGroups(files, 6), ElementsAre(0, 2, 3));
+  EXPECT_THAT(ShardGroups(files, 3), ElementsAre(0, 2));
+  SourceSpec spec;
+  spec.shuffle = true;
+  EXPECT_TRUE(ShuffleGroups(spec, files, 6).empty());  // samples, not shards
+  spec.shard_order = true;
+  EXPECT_THAT(ShuffleGroups(spec, files, 6), ElementsAre(0, 2, 3));
+  files.spans.clear();  // loose files have no shards
+  EXPECT_TRUE(ShardGroups(files, 6).empty());
+}
+
 using testing_util::FakeFiles;
 
 TEST(SourceIteratorTest, EmitsPathLabelIdAndOriginForEveryEpoch) {

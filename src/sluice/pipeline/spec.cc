@@ -575,6 +575,7 @@ class Parser {
     const Entry* shards_entry = nullptr;
     const Entry* data_entry = nullptr;
     const Entry* label_entry = nullptr;
+    const Entry* shuffle_entry = nullptr;
     for (const Entry& entry : entries) {
       const Value& v = entry.value;
       if (entry.key == "files" || entry.key == "shards") {
@@ -622,7 +623,14 @@ class Parser {
                                        label, "'"));
         }
       } else if (entry.key == "shuffle") {
-        SLUICE_ASSIGN_OR_RETURN(source->shuffle, ReadBool(v));
+        shuffle_entry = &entry;
+        if (v.node.IsScalar() && v.node.Scalar() == "shards") {
+          source->shuffle = source->shard_order = true;
+        } else if (v.node.IsScalar() && Classify(v.node) == ScalarKind::kBool) {
+          source->shuffle = IsTrueText(v.node.Scalar());
+        } else {
+          return TypeError(v, "true, false or shards");
+        }
       } else if (entry.key == "seed") {
         SLUICE_ASSIGN_OR_RETURN(source->seed, ReadUint64(v));
       } else if (entry.key == "even") {
@@ -653,6 +661,11 @@ class Parser {
     }
     if (shards_entry == nullptr && data_entry != nullptr) {
       return Error(data_entry->key_mark, value.path, "'data' is for 'shards' only");
+    }
+    if (source->shard_order && shards_entry == nullptr) {
+      return Error(shuffle_entry->value,
+                   "'shards' (shard order) is for a 'shards' source; files and a manifest "
+                   "take true or false");
     }
     if (source->label == LabelMode::kMember && shards_entry == nullptr) {
       return Error(label_entry->value,
@@ -902,7 +915,11 @@ Json ToJson(const PipelineSpec& spec) {
     source["manifest"] = spec.source.manifest;
   }
   source["label"] = LabelName(spec.source);
-  source["shuffle"] = spec.source.shuffle;
+  if (spec.source.shard_order) {
+    source["shuffle"] = "shards";
+  } else {
+    source["shuffle"] = spec.source.shuffle;
+  }
   source["seed"] = spec.source.seed;
   // Written only when changed, like the input limits: the fingerprints of existing specs stay.
   if (spec.source.even != EvenRule::kDrop) source["even"] = "pad";
@@ -1017,7 +1034,8 @@ std::string ToYaml(const PipelineSpec& spec) {
     absl::StrAppend(&out, "  manifest: ", Quote(source.manifest), "\n");
   }
   absl::StrAppend(&out, "  label: ", YamlString(LabelName(source)), "\n");
-  absl::StrAppend(&out, "  shuffle: ", source.shuffle ? "true" : "false", "\n");
+  absl::StrAppend(&out, "  shuffle: ",
+                  source.shard_order ? "shards" : (source.shuffle ? "true" : "false"), "\n");
   absl::StrAppend(&out, "  seed: ", source.seed, "\n");
   if (source.even != EvenRule::kDrop) out += "  even: pad\n";
 
@@ -1122,7 +1140,8 @@ bool operator==(const OpSpec& a, const OpSpec& b) {
 bool operator==(const SourceSpec& a, const SourceSpec& b) {
   return a.files == b.files && a.manifest == b.manifest && a.shards == b.shards &&
          a.data == b.data && a.label == b.label && a.label_member == b.label_member &&
-         a.shuffle == b.shuffle && a.seed == b.seed && a.even == b.even;
+         a.shuffle == b.shuffle && a.shard_order == b.shard_order && a.seed == b.seed &&
+         a.even == b.even;
 }
 
 bool operator==(const BatchSpec& a, const BatchSpec& b) {

@@ -41,6 +41,10 @@ struct SourceSpec {
   // With LabelMode::kMember: the member's field ("cls"), or "json:KEY".
   std::string label_member;
   bool shuffle = false;  // a fresh seeded permutation of sample order every epoch
+  // With shards: `shuffle: shards` permutes the order of the shards each epoch and keeps
+  // every shard's samples together and in order (sequential reads; a shuffle_buffer mixes
+  // samples within reach). Sets `shuffle` too.
+  bool shard_order = false;
   uint64_t seed = 0;     // also seeds every random op (see core/rng.h)
   EvenRule even = EvenRule::kDrop;  // only matters when the run is sharded by rank
 };

@@ -338,7 +338,7 @@ TEST(SpecErrorTest, WrongScalarType) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "epochs: 99999999999999999999\n"),
             "pipe.yaml:2:9: epochs: integer out of range: 99999999999999999999");
   EXPECT_EQ(ErrorOf("source: {files: a.jpg, shuffle: yes}\n"),
-            "pipe.yaml:1:33: source.shuffle: expected a bool (true or false), got \"yes\"");
+            "pipe.yaml:1:33: source.shuffle: expected true, false or shards, got \"yes\"");
   EXPECT_EQ(ErrorOf("source: {files: a.jpg, seed: -1}\n"),
             "pipe.yaml:1:30: source.seed: must be >= 0, got -1");
   EXPECT_EQ(ErrorOf("source: {files: {a: 1}}\n"),
@@ -463,6 +463,16 @@ TEST(SpecErrorTest, ShardsNeedTheirDataMemberAndMemberLabels) {
             "pipe.yaml:1:24: source: 'data' is for 'shards' only");
 }
 
+// `spec` read back from its canonical JSON and from its YAML is `spec`.
+void ExpectRoundTrips(const PipelineSpec& spec) {
+  StatusOr<PipelineSpec> from_json = ParseSpec(ToCanonicalJson(spec), "canonical.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(*from_json, spec);
+  StatusOr<PipelineSpec> from_yaml = ParseSpec(ToYaml(spec), "spec.yaml");
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
+  EXPECT_EQ(*from_yaml, spec);
+}
+
 TEST(ParseSpecTest, ShardsRoundTripThroughJsonAndYaml) {
   StatusOr<PipelineSpec> spec = ParseSpec(
       "source: {shards: [\"s-{000..003}.tar\", \"extra.tar\"], data: jpg, label: \"json:class\"}\n"
@@ -473,12 +483,25 @@ TEST(ParseSpecTest, ShardsRoundTripThroughJsonAndYaml) {
   EXPECT_EQ(spec->source.data, "jpg");
   EXPECT_EQ(spec->source.label, LabelMode::kMember);
   EXPECT_EQ(spec->source.label_member, "json:class");
-  StatusOr<PipelineSpec> from_json = ParseSpec(ToCanonicalJson(*spec), "canonical.json");
-  ASSERT_TRUE(from_json.ok()) << from_json.status();
-  EXPECT_EQ(*from_json, *spec);
-  StatusOr<PipelineSpec> from_yaml = ParseSpec(ToYaml(*spec), "spec.yaml");
-  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
-  EXPECT_EQ(*from_yaml, *spec);
+  ExpectRoundTrips(*spec);
+}
+
+TEST(ParseSpecTest, ShuffleShardsKeepsShardsWholeAndRoundTrips) {
+  StatusOr<PipelineSpec> spec =
+      ParseSpec("source: {shards: s.tar, data: jpg, shuffle: shards}\nshuffle_buffer: 100\n",
+                "pipe.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->source.shuffle);
+  EXPECT_TRUE(spec->source.shard_order);
+  ExpectRoundTrips(*spec);
+  PipelineSpec samples = ParseOrDie("source: {shards: s.tar, data: jpg, shuffle: true}\n");
+  EXPECT_FALSE(samples.source.shard_order);
+  EXPECT_NE(ToCanonicalJson(samples), ToCanonicalJson(*spec));
+  EXPECT_EQ(ErrorOf("source: {files: a.jpg, shuffle: shards}\n"),
+            "pipe.yaml:1:33: source.shuffle: 'shards' (shard order) is for a 'shards' source; "
+            "files and a manifest take true or false");
+  EXPECT_EQ(ErrorOf("source: {files: a.jpg, shuffle: sometimes}\n"),
+            "pipe.yaml:1:33: source.shuffle: expected true, false or shards, got \"sometimes\"");
 }
 
 TEST(SpecErrorTest, BadEnumValueListsTheAcceptedOnes) {

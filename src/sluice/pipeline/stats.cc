@@ -9,6 +9,19 @@ void PipelineStats::Init(const std::vector<std::string>& op_names) {
   for (size_t i = 0; i < op_names.size(); ++i) ops_.push_back(std::make_unique<OpCounters>());
 }
 
+void PipelineStats::RecordShuffleBuffer(size_t samples, size_t bytes) {
+  const auto n = static_cast<int64_t>(samples);
+  const auto b = static_cast<int64_t>(bytes);
+  shuffle_buffer_samples.store(n, std::memory_order_relaxed);
+  shuffle_buffer_bytes.store(b, std::memory_order_relaxed);
+  int64_t peak = shuffle_buffer_peak_samples.load(std::memory_order_relaxed);
+  while (n > peak && !shuffle_buffer_peak_samples.compare_exchange_weak(peak, n)) {
+  }
+  peak = shuffle_buffer_peak_bytes.load(std::memory_order_relaxed);
+  while (b > peak && !shuffle_buffer_peak_bytes.compare_exchange_weak(peak, b)) {
+  }
+}
+
 void PipelineStats::RecordSkip(const std::string& description) {
   skipped_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);

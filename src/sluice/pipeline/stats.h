@@ -48,6 +48,13 @@ class PipelineStats {
   std::atomic<int64_t> source_samples{0};  // samples the source produced
   std::atomic<int64_t> samples_out{0};     // samples that reached the output (in batches)
   std::atomic<int64_t> batches_out{0};
+  // The trainer-side shuffle buffer (shuffle_buffer), each time it is full: what it holds
+  // now and the most it has held, in samples and payload bytes (the memory it costs).
+  std::atomic<int64_t> shuffle_buffer_samples{0};
+  std::atomic<int64_t> shuffle_buffer_bytes{0};
+  std::atomic<int64_t> shuffle_buffer_peak_samples{0};
+  std::atomic<int64_t> shuffle_buffer_peak_bytes{0};
+  void RecordShuffleBuffer(size_t samples, size_t bytes);
 
   std::vector<OpStatsSnapshot> SnapshotOps() const;
   int64_t skipped() const { return skipped_.load(std::memory_order_relaxed); }

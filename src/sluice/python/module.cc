@@ -547,6 +547,8 @@ class PyLoader {
     d["duplicates_dropped"] = r.duplicates_dropped;
     d["requeued_samples"] = r.requeued_samples;
     d["skipped"] = r.skipped;
+    d["shuffle_buffer_peak_samples"] = r.shuffle_buffer_peak_samples;
+    d["shuffle_buffer_peak_bytes"] = r.shuffle_buffer_peak_bytes;
     py::list workers;
     for (const runtime::WorkerReport& w : r.workers) {
       py::dict wd;

@@ -51,6 +51,12 @@ Coordinator::Coordinator(CoordinatorOptions options, std::vector<ConsumerConfig>
   }
   epochs_started_ = base_epoch_;
   const uint64_t n = options_.samples_per_epoch;
+  if (!options_.split_groups.empty()) {
+    group_start_.assign(n, false);
+    for (uint64_t g : options_.split_groups) {
+      if (g < n) group_start_[g] = true;
+    }
+  }
   per_epoch_ = pipeline::SamplesPerRank(n, options_.shard, options_.even);
   if (options_.resume == nullptr || n == 0) return;
   const pipeline::SourceProgress& progress = *options_.resume;
@@ -134,12 +140,17 @@ Coordinator::EpochState* Coordinator::EpochLocked(uint32_t epoch) {
   EpochState& e = epochs_[epoch];
   const uint64_t n = options_.samples_per_epoch;
   e.share = pipeline::EpochShareOf(n, options_.shuffle, options_.seed, epoch, options_.shard,
-                                   options_.even, options_.resume.get());
+                                   options_.even, options_.resume.get(), options_.shuffle_groups);
   // Padded samples have indices in [n, n + world_size).
   e.inverse.assign(n + static_cast<uint64_t>(options_.shard.world_size), kNoPosition);
   for (uint64_t pos = 0; pos < e.share.ids.size(); ++pos) e.inverse[e.share.ids[pos]] = pos;
   e.state.assign(e.share.ids.size(), State::kPending);
   return &e;
+}
+
+bool Coordinator::StartsGroupLocked(const EpochState& e, uint64_t position) const {
+  const uint64_t index = e.share.ids[position];
+  return index < group_start_.size() && group_start_[index];
 }
 
 std::optional<uint64_t> Coordinator::SeqLocked(SampleId id) const {
@@ -251,6 +262,7 @@ std::vector<uint64_t> Coordinator::PeekLocked() {
       continue;
     }
     for (; s < epoch_end && seqs.size() < options_.split_size; ++s) {
+      if (!seqs.empty() && StartsGroupLocked(*e, s - epoch_first)) break;
       if (e->state[s - epoch_first] == State::kPending) seqs.push_back(s);
     }
   }

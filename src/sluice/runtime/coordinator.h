@@ -73,6 +73,13 @@ struct CoordinatorOptions {
   // Hand out only this rank's share of every epoch.
   pipeline::Shard shard;
   pipeline::EvenRule even = pipeline::EvenRule::kDrop;
+  // The first sample index of each group (a tar shard; pipeline::ShardGroups). With
+  // `shuffle_groups`, a shuffle permutes whole groups, as the source does for `shuffle:
+  // shards`. With `split_groups`, a fresh split ends where a group starts, so that a split
+  // is a shard or a range of one (sequential reads in one file); splits may then be shorter
+  // than `split_size`.
+  std::vector<uint64_t> shuffle_groups;
+  std::vector<uint64_t> split_groups;
 };
 
 struct ConsumerConfig {
@@ -208,6 +215,9 @@ class Coordinator {
   void TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   EpochState* EpochLocked(uint32_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<uint64_t> SeqLocked(SampleId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the sample at `position` of `e`'s share starts a split group.
+  bool StartsGroupLocked(const EpochState& e, uint64_t position) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<uint64_t> ResolveLocked(SampleId id, State to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   State& StateLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t RequeueLocked(OpenSplit& split) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -224,6 +234,7 @@ class Coordinator {
   const uint32_t base_epoch_;  // the first epoch of this run (resume->first_epoch, or 0)
   // Set by the constructor, constant afterwards.
   uint64_t per_epoch_ = 0;  // samples of this rank's share of a whole epoch
+  std::vector<bool> group_start_;  // by sample index: a split_groups start (empty: none)
   std::vector<uint64_t> head_{0};
 
   mutable std::mutex mu_;

@@ -114,6 +114,33 @@ TEST(CoordinatorTest, FollowsTheShuffledSourceOrderAcrossEpochsWithoutCrossingTh
   EXPECT_EQ(c->Stats().epochs_completed, 2);
 }
 
+TEST(CoordinatorTest, SplitsEndWhereAShardStartsInShardOrder) {
+  // Shards [0,5) [5,7) [7,16); the order permutes them whole.
+  CoordinatorOptions o = Options(/*per_epoch=*/16, /*split_size=*/4, /*epochs=*/2);
+  o.shuffle = true;
+  o.seed = 5;
+  o.shuffle_groups = o.split_groups = {0, 5, 7};
+  auto c = Make(o, {1.0}, /*max_open=*/1);
+  std::map<uint32_t, std::vector<uint64_t>> seen;
+  SplitAssignment split;
+  while (c->TryAcquire(0, &split) == Acquired::kSplit) {
+    ASSERT_FALSE(split.samples.empty());
+    ASSERT_LE(split.samples.size(), 4u);
+    auto shard = [](uint64_t i) { return i < 5 ? 0 : i < 7 ? 1 : 2; };
+    for (const SampleId& id : split.samples) {
+      EXPECT_EQ(shard(id.index), shard(split.samples[0].index))
+          << "a split crosses a shard: epoch " << split.epoch;
+      seen[id.epoch].push_back(id.index);
+    }
+    DeliverAll(*c, split);
+  }
+  EXPECT_TRUE(c->done());
+  // In the source's order of shards.
+  for (uint32_t epoch : {0u, 1u}) {
+    EXPECT_EQ(seen[epoch], pipeline::EpochOrder(16, true, 5, epoch, {0, 5, 7}));
+  }
+}
+
 TEST(CoordinatorTest, EmptySourceIsDoneAtOnce) {
   auto c = Make(Options(/*per_epoch=*/0, /*split_size=*/4), {1.0});
   SplitAssignment split;

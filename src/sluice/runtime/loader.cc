@@ -946,6 +946,8 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   so.resume = opt.resume;
   so.shard = opt.shard;
   so.even = spec.source.even;
+  so.shuffle_groups =
+      pipeline::ShuffleGroups(spec.source, *d.files, static_cast<uint64_t>(d.per_epoch));
   std::unique_ptr<pipeline::Iterator> it =
       std::make_unique<pipeline::SourceIterator>(d.files, std::move(so));
 
@@ -967,7 +969,8 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   }
   if (spec.shuffle_buffer > 0) {
     it = std::make_unique<pipeline::ShuffleBufferIterator>(
-        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4);
+        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4,
+        d.stats.get());
   }
   if (spec.batch.size > 0) {
     SLUICE_ASSIGN_OR_RETURN(it,
@@ -1116,6 +1119,12 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   co.spill_over = opt.spill_over;
   co.shard = opt.shard;
   co.even = spec.source.even;
+  co.shuffle_groups =
+      pipeline::ShuffleGroups(spec.source, *d.files, static_cast<uint64_t>(d.per_epoch));
+  // A split is a shard or a range of one wherever the order keeps shards whole.
+  if (!spec.source.shuffle || spec.source.shard_order) {
+    co.split_groups = pipeline::ShardGroups(*d.files, static_cast<uint64_t>(d.per_epoch));
+  }
   if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
   SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));
 
@@ -1187,7 +1196,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     if (spec.shuffle_buffer > 0) {
       it = std::make_unique<pipeline::ShuffleBufferIterator>(
           std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed,
-          opt.max_buffered_bytes / 4);
+          opt.max_buffered_bytes / 4, d.stats.get());
     }
     if (spec.batch.size > 0) {
       SLUICE_ASSIGN_OR_RETURN(it, pipeline::BatchIterator::Create(std::move(it), batch_options));
@@ -1312,6 +1321,8 @@ LoaderReport Loader::Report() const {
     std::lock_guard<std::mutex> lock(d.warn_mu);
     r.warnings = d.warnings;
   }
+  r.shuffle_buffer_peak_samples = d.stats->shuffle_buffer_peak_samples.load();
+  r.shuffle_buffer_peak_bytes = d.stats->shuffle_buffer_peak_bytes.load();
   if (d.local) {
     const pipeline::PipelineStats& stats = *d.stats;
     r.offloaded = false;
@@ -1384,6 +1395,9 @@ void AddLoaderReport(LoaderReport& sum, const LoaderReport& r) {
   sum.samples_out += r.samples_out;
   sum.batches_out += r.batches_out;
   sum.local_ops = r.local_ops;
+  sum.shuffle_buffer_peak_samples =
+      std::max(sum.shuffle_buffer_peak_samples, r.shuffle_buffer_peak_samples);
+  sum.shuffle_buffer_peak_bytes = std::max(sum.shuffle_buffer_peak_bytes, r.shuffle_buffer_peak_bytes);
   for (const std::string& w : r.warnings) {
     if (sum.warnings.size() < 100) sum.warnings.push_back(w);
   }

@@ -156,6 +156,10 @@ struct LoaderReport {
   int64_t batches_out = 0;
   std::vector<pipeline::OpStatsSnapshot> local_ops;  // what ran in this process
   std::vector<std::string> warnings;                 // the first 100
+  // The shuffle buffer's memory (shuffle_buffer): the most samples and payload bytes it
+  // held at once; zero without one.
+  int64_t shuffle_buffer_peak_samples = 0;
+  int64_t shuffle_buffer_peak_bytes = 0;
 };
 
 // `sum` += `r`, for a run served by several Loaders in turn: the counters add up (workers by

@@ -95,6 +95,37 @@ class LoaderTest : public ::testing::Test {
     return server.ok() ? *std::move(server) : nullptr;
   }
 
+  // `files_spec`'s images packed into three tar shards of 16 in the order the files resolve
+  // (labels in a `cls` member): the same spec reading them.
+  pipeline::PipelineSpec PackShards(const pipeline::PipelineSpec& files_spec) {
+    StatusOr<pipeline::SourceFiles> files = pipeline::ResolveSource(files_spec.source);
+    EXPECT_TRUE(files.ok()) << files.status();
+    if (!files.ok()) return files_spec;
+    std::string tar;
+    int shards = 0;
+    for (size_t i = 0; i < files->paths.size(); ++i) {
+      std::ifstream in(files->paths[i], std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      const std::string key = absl::StrCat("k", 1000 + i);
+      EXPECT_TRUE(pipeline::AppendTarMember(&tar, key + ".jpg", bytes).ok());
+      EXPECT_TRUE(
+          pipeline::AppendTarMember(&tar, key + ".cls", absl::StrCat(files->labels[i])).ok());
+      if (i % 16 == 15 || i + 1 == files->paths.size()) {
+        pipeline::AppendTarEnd(&tar);
+        dir_.Write(absl::StrCat("shards/s-", shards++, ".tar"), tar);
+        tar.clear();
+      }
+    }
+    pipeline::PipelineSpec spec = files_spec;
+    spec.source.files.clear();
+    spec.source.shards = {dir_.path() + "/shards/s-{0..2}.tar"};
+    spec.source.data = "jpg";
+    spec.source.label = pipeline::LabelMode::kMember;
+    spec.source.label_member = "cls";
+    return spec;
+  }
+
   LoaderOptions Plan(const std::vector<std::string>& addresses, int cut, double ratio,
                      ReadMode read_mode = ReadMode::kRemoteRead) {
     LoaderOptions o;
@@ -270,28 +301,8 @@ TEST_F(LoaderTest, ShardsOffloadWithEitherReadModeAsFilesDo) {
   auto worker = StartWorker();
   ASSERT_NE(worker, nullptr);
   const pipeline::PipelineSpec files_spec = ImageSpec(glob_, /*deterministic=*/true);
-  StatusOr<pipeline::SourceFiles> files = pipeline::ResolveSource(files_spec.source);
-  ASSERT_TRUE(files.ok()) << files.status();
-  std::string tar;
-  int shards = 0;
-  for (size_t i = 0; i < files->paths.size(); ++i) {
-    std::ifstream in(files->paths[i], std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string key = absl::StrCat("k", 1000 + i);
-    ASSERT_TRUE(pipeline::AppendTarMember(&tar, key + ".jpg", bytes).ok());
-    ASSERT_TRUE(pipeline::AppendTarMember(&tar, key + ".cls", absl::StrCat(files->labels[i])).ok());
-    if (i % 16 == 15 || i + 1 == files->paths.size()) {
-      pipeline::AppendTarEnd(&tar);
-      dir_.Write(absl::StrCat("shards/s-", shards++, ".tar"), tar);
-      tar.clear();
-    }
-  }
-  pipeline::PipelineSpec spec = files_spec;
-  spec.source.files.clear();
-  spec.source.shards = {dir_.path() + "/shards/s-{0..2}.tar"};
-  spec.source.data = "jpg";
-  spec.source.label = pipeline::LabelMode::kMember;
-  spec.source.label_member = "cls";
+  pipeline::PipelineSpec spec;
+  ASSERT_NO_FATAL_FAILURE(spec = PackShards(files_spec));
   // The shards' elements also carry `span`, `key` and `problem`, and their `path` names the
   // shard: the sample ids, images and labels are what must match.
   const auto same = [](const pipeline::PipelineSpec& a_spec, const std::vector<Element>& a,
@@ -330,6 +341,51 @@ TEST_F(LoaderTest, ShardsOffloadWithEitherReadModeAsFilesDo) {
     ASSERT_EQ(report.workers.size(), 1u);
     EXPECT_GT(report.workers[0].samples, 0) << label;
   }
+}
+
+// `shuffle: shards`: offloaded, every epoch visits the shards in its seeded order, each
+// shard's samples together, and a shuffle buffer after them reports the memory it held.
+TEST_F(LoaderTest, ShardOrderShuffleOffloadsShardByShardAndReportsItsBuffer) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec;
+  ASSERT_NO_FATAL_FAILURE(spec = PackShards(ImageSpec(glob_, /*deterministic=*/true)));
+  spec.source.shard_order = true;
+  spec.epochs = 2;
+  const std::vector<uint64_t> groups = {0, 16, 32};
+  for (ReadMode mode : {ReadMode::kRemoteRead, ReadMode::kLocalRead}) {
+    const std::string label = absl::StrCat("shard order, ", ReadModeName(mode));
+    auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/2, /*ratio=*/0.5, mode));
+    ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+    std::vector<Element> got;
+    ASSERT_TRUE(Drain(**loader, &got).ok()) << label;
+    std::map<uint32_t, std::vector<uint64_t>> order;
+    for (const Element& batch : got) {
+      for (const SampleId& id : batch.members) order[id.epoch].push_back(id.index);
+    }
+    for (uint32_t epoch : {0u, 1u}) {
+      EXPECT_EQ(order[epoch], pipeline::EpochOrder(kImages, true, 11, epoch, groups))
+          << label << " epoch " << epoch;
+    }
+    EXPECT_NE(order[0], order[1]) << label;
+    EXPECT_EQ((*loader)->Report().shuffle_buffer_peak_samples, 0) << label;
+  }
+  // A shuffle buffer of 8 samples mixes within reach; every sample still comes once.
+  spec.shuffle_buffer = 8;
+  spec.options.deterministic = false;
+  auto loader = Loader::Create(spec, Plan({worker->address()}, /*cut=*/2, /*ratio=*/0.5));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  std::set<SampleId> seen;
+  for (const Element& batch : got) {
+    for (const SampleId& id : batch.members) EXPECT_TRUE(seen.insert(id).second) << id.index;
+  }
+  EXPECT_EQ(seen.size(), 2u * kImages);
+  const LoaderReport report = (*loader)->Report();
+  EXPECT_EQ(report.shuffle_buffer_peak_samples, 8);
+  // 8 normalized 16x16x3 float images and their labels, at least.
+  EXPECT_GE(report.shuffle_buffer_peak_bytes, 8 * 16 * 16 * 3 * 4);
 }
 
 TEST_F(LoaderTest, FirstComeRunDeliversTheSameSamplesWithCompression) {
