@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "offload_test_util.h"
@@ -19,6 +20,7 @@
 #include "sluice/pipeline/local_executor.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/runtime/loader.h"
+#include "sluice/runtime/profiler.h"
 
 namespace sluice::offload_test {
 namespace {
@@ -278,6 +280,19 @@ TEST_F(ShardsHttpTest, AWorkerReadsShardUrlsUnderItsDataUrlOnly) {
 
   auto plain = WorkerProcess::Start(dir_.path(), 0, 1);
   ASSERT_NE(plain, nullptr);
+  // The planner's probe asks each worker about the first shard: the worker with the URL
+  // under its --data-url can read it (read=remote is open to it), the plain one cannot.
+  const std::string check = runtime::StorageCheckPath(spec);
+  EXPECT_EQ(check, server->Url("shards/shard-000000.tar"));
+  std::vector<std::string> errors;
+  const auto probes = runtime::ProbeWorkers(
+      Plan({worker->address(), plain->address()}, 2, 0.5, &warnings, ReadMode::kRemoteRead)
+          .workers,
+      &errors, check);
+  ASSERT_EQ(probes.size(), 2u);
+  ASSERT_TRUE(probes[0].has_value() && probes[1].has_value()) << absl::StrJoin(errors, "; ");
+  EXPECT_EQ(probes[0]->can_read, std::optional<bool>(true));
+  EXPECT_EQ(probes[1]->can_read, std::optional<bool>(false));
   auto refused = runtime::Loader::Create(
       spec, Plan({plain->address()}, /*cut=*/2, /*ratio=*/1.0, &warnings, ReadMode::kRemoteRead));
   ASSERT_TRUE(refused.ok()) << refused.status();

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sluice/ops/url_storage.h"
 
 namespace sluice::ops {
 namespace {
@@ -185,6 +186,8 @@ StatusOr<Tensor> Storage::ReadRange(std::string_view path, int64_t offset, int64
 
 Status CheckReadable(const Storage& storage, std::string_view path) {
   if (path.empty()) return EmptyPath();
+  // A URL is readable when its store answers for its size (a storage without URLs refuses).
+  if (IsUrl(path)) return storage.Size(path).status();
   SLUICE_ASSIGN_OR_RETURN(std::string resolved, storage.Resolve(path));
   SLUICE_ASSIGN_OR_RETURN(int fd, OpenForRead(resolved, path));
   struct stat st;

@@ -336,9 +336,9 @@ StatusOr<std::optional<TarIndex>> LoadShardIndex(const std::string& shard, const
   return std::optional<TarIndex>(std::move(index));
 }
 
-// Lists every sample of the shards: one entry per key, its data member's span, and a
-// problem where it cannot be read.
-Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
+}  // namespace
+
+StatusOr<std::vector<std::string>> ShardPaths(const SourceSpec& spec) {
   std::vector<std::string> shards;
   std::set<std::string> seen;
   for (const std::string& pattern : spec.shards) {
@@ -354,6 +354,15 @@ Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
       }
     }
   }
+  return shards;
+}
+
+namespace {
+
+// Lists every sample of the shards: one entry per key, its data member's span, and a
+// problem where it cannot be read.
+Status ResolveShards(const SourceSpec& spec, SourceFiles* files) {
+  SLUICE_ASSIGN_OR_RETURN(const std::vector<std::string> shards, ShardPaths(spec));
   const bool labels = spec.label == LabelMode::kMember;
   const ops::Storage& urls = ops::LocalOrUrlStorage();
   for (const std::string& shard : shards) {

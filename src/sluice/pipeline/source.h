@@ -59,6 +59,11 @@ StatusOr<std::vector<std::string>> ReadManifest(const std::string& manifest_path
 // or one that would name over 2^20 paths.
 StatusOr<std::vector<std::string>> ExpandBraces(const std::string& pattern);
 
+// The shards `spec.shards` names, in order, each once: brace ranges expanded, local
+// patterns globbed (NotFound naming a pattern without matches), URLs taken as they are.
+// Opens none of them.
+StatusOr<std::vector<std::string>> ShardPaths(const SourceSpec& spec);
+
 // A shard sample's place: the byte range of its `data` member in its shard, and what is wrong
 // with it if it cannot be read (a missing member or label, a truncated or damaged shard);
 // read_file then fails with `problem`, which the pipeline's on_error rule handles.

@@ -226,10 +226,13 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
 }
 
 std::string StorageCheckPath(const pipeline::PipelineSpec& spec) {
-  if (!pipeline::FirstOpReadsSample(spec) || spec.source.files.empty()) {
-    return "";
-  }
-  StatusOr<std::vector<std::string>> files = pipeline::ExpandGlob(spec.source.files[0]);
+  if (!pipeline::FirstOpReadsSample(spec)) return "";
+  // With shards, the first shard (a path or a URL): a worker that can read it reads the
+  // members itself.
+  StatusOr<std::vector<std::string>> files =
+      !spec.source.shards.empty() ? pipeline::ShardPaths(spec.source)
+      : !spec.source.files.empty() ? pipeline::ExpandGlob(spec.source.files[0])
+                                   : StatusOr<std::vector<std::string>>(std::vector<std::string>());
   return files.ok() && !files->empty() ? files->front() : "";
 }
 

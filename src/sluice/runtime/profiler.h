@@ -106,13 +106,14 @@ policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_siz
 
 policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe);
 
-// Probes every worker at once (rpc::ProbeWorker, ~0.1 s each); nullopt for those that fail,
-// with the reason in *errors (same order).
-// A source file to ask the workers about (can they read the data themselves?): the first
-// match of the spec's first pattern, when ops[0] is read_file; empty otherwise.
+// A source file to ask the workers about (can they read the data themselves?), when ops[0]
+// is read_file: the first match of the spec's first pattern, or its first shard (a path or
+// a URL); empty otherwise.
 std::string StorageCheckPath(const pipeline::PipelineSpec& spec);
 
-// `check_path` (a source file) asks each worker whether it can read it itself.
+// Probes every worker at once (rpc::ProbeWorker, ~0.1 s each); nullopt for those that fail,
+// with the reason in *errors (same order). `check_path` (a source file) asks each worker
+// whether it can read it itself.
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
     const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors,
     const std::string& check_path = "");
