@@ -25,7 +25,7 @@ constexpr const char* kUsage =
     "usage: sluice <command> [arguments]\n"
     "\n"
     "commands:\n"
-    "  gen-data  write a synthetic data set (photo-like JPEGs in class folders)\n"
+    "  gen-data  write a synthetic data set (JPEGs or WAVs in class folders, or tar shards)\n"
     "  index     write SHARD.idx beside tar shards (member ranges, for reading them remotely)\n"
     "  run       run a pipeline locally and print what each op costs\n"
     "  ops       list the operators and their arguments\n"
