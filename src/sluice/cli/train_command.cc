@@ -390,9 +390,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                static_cast<long long>(report.requeued_samples),
                static_cast<long long>(report.skipped));
   if (report.shuffle_buffer_peak_samples > 0) {
-    std::fprintf(out, "shuffle buffer: at most %lld samples, %.1f MiB\n",
+    std::fprintf(out, "shuffle buffer: at most %lld samples, %s\n",
                  static_cast<long long>(report.shuffle_buffer_peak_samples),
-                 static_cast<double>(report.shuffle_buffer_peak_bytes) / (1 << 20));
+                 FormatBytes(static_cast<double>(report.shuffle_buffer_peak_bytes)).c_str());
   }
   if (dump_checksum) std::fputs(digests.ToString().c_str(), stdout);
   std::fflush(stdout);
