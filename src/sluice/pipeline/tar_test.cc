@@ -254,6 +254,20 @@ class ShardSourceTest : public ::testing::Test {
     return out;
   }
 
+  // Under on_error: fail the run stops with `message`; under skip it delivers `kept` samples
+  // and counts one skipped.
+  void ExpectFailsOrSkipsOne(const std::string& message, size_t kept) const {
+    Status status;
+    Run(Spec(true), &status);
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(status.message(), HasSubstr(message));
+    int64_t skipped = 0;
+    const auto got = Run(Spec(true, OnError::kSkip), &status, &skipped);
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(got.size(), kept);
+    EXPECT_EQ(skipped, 1);
+  }
+
   TempDir dir_;
 };
 
@@ -311,15 +325,8 @@ TEST_F(ShardSourceTest, AMissingMemberFailsNamingShardAndMemberOrIsSkippedAndCou
   ASSERT_TRUE(AppendTarMember(&tar, "class_2/img_901.cls", "2").ok());
   AppendTarEnd(&tar);
   dir_.Write("shards/s-002.tar", tar);
-  Status status;
-  Run(Spec(true), &status);
-  EXPECT_FALSE(status.ok());
-  EXPECT_THAT(status.message(), HasSubstr("s-002.tar: sample 'class_2/img_900' has no 'jpg'"));
-  int64_t skipped = 0;
-  const auto got = Run(Spec(true, OnError::kSkip), &status, &skipped);
-  EXPECT_TRUE(status.ok()) << status;
-  EXPECT_EQ(got.size(), 9u);  // 8 in the first two shards, one readable here
-  EXPECT_EQ(skipped, 1);
+  // 8 in the first two shards, one readable here.
+  ExpectFailsOrSkipsOne("s-002.tar: sample 'class_2/img_900' has no 'jpg'", 9);
 }
 
 TEST_F(ShardSourceTest, ATruncatedShardFailsOrSkipsWhatItLost) {
@@ -327,15 +334,7 @@ TEST_F(ShardSourceTest, ATruncatedShardFailsOrSkipsWhatItLost) {
   std::stringstream buf;
   buf << f.rdbuf();
   dir_.Write("shards/s-001.tar", buf.str().substr(0, 4 * 1024 + 100));  // two samples left
-  Status status;
-  Run(Spec(true), &status);
-  EXPECT_FALSE(status.ok());
-  EXPECT_THAT(status.message(), HasSubstr("s-001.tar: truncated"));
-  int64_t skipped = 0;
-  const auto got = Run(Spec(true, OnError::kSkip), &status, &skipped);
-  EXPECT_TRUE(status.ok()) << status;
-  EXPECT_EQ(got.size(), 4u + 2u + 2u);
-  EXPECT_EQ(skipped, 1);
+  ExpectFailsOrSkipsOne("s-001.tar: truncated", 4 + 2 + 2);
 }
 
 }  // namespace

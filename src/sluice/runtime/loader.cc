@@ -1119,11 +1119,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   co.spill_over = opt.spill_over;
   co.shard = opt.shard;
   co.even = spec.source.even;
-  co.shuffle_groups =
-      pipeline::ShuffleGroups(spec.source, *d.files, static_cast<uint64_t>(d.per_epoch));
   // A split is a shard or a range of one wherever the order keeps shards whole.
   if (!spec.source.shuffle || spec.source.shard_order) {
     co.split_groups = pipeline::ShardGroups(*d.files, static_cast<uint64_t>(d.per_epoch));
+    if (spec.source.shard_order) co.shuffle_groups = co.split_groups;
   }
   if (spec.options.deterministic) co.window = split_size * static_cast<uint64_t>(total_cap + 1);
   SLUICE_ASSIGN_OR_RETURN(d.coordinator, Coordinator::Create(co, std::move(consumers)));

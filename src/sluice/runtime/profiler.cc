@@ -229,10 +229,12 @@ std::string StorageCheckPath(const pipeline::PipelineSpec& spec) {
   if (!pipeline::FirstOpReadsSample(spec)) return "";
   // With shards, the first shard (a path or a URL): a worker that can read it reads the
   // members itself.
-  StatusOr<std::vector<std::string>> files =
-      !spec.source.shards.empty() ? pipeline::ShardPaths(spec.source)
-      : !spec.source.files.empty() ? pipeline::ExpandGlob(spec.source.files[0])
-                                   : StatusOr<std::vector<std::string>>(std::vector<std::string>());
+  StatusOr<std::vector<std::string>> files = std::vector<std::string>();
+  if (!spec.source.shards.empty()) {
+    files = pipeline::ShardPaths(spec.source);
+  } else if (!spec.source.files.empty()) {
+    files = pipeline::ExpandGlob(spec.source.files[0]);
+  }
   return files.ok() && !files->empty() ? files->front() : "";
 }
 
