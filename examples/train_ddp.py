@@ -124,18 +124,26 @@ def main():
               f"{step / (time.monotonic() - start):.1f} steps/s; plan of rank 0: "
               f"{(report['plan'] or {}).get('policy_string', report['policy'])}")
     dist.destroy_process_group()
+    code = 0
     if any(c != counts[0] for c in counts):
         print("train_ddp: the ranks took different numbers of batches", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    leave(code)
 
 
-if __name__ == "__main__":
-    code = main()
-    # Leave without the interpreter's teardown: under heavy load a rank was seen to hang in it
-    # after main() had returned (2 runs of about 40; the main thread at this line, one more
-    # Python thread state with no frame). The cause is not identified yet; everything this
-    # script writes is flushed first, and the process group is already destroyed.
+def leave(code):
+    """Exits at once, without freeing main()'s objects or the interpreter's teardown.
+
+    Under load a rank was seen to hang (three times so far, in full test runs) with its main
+    thread at the line that calls main(), after main()'s last statement: in freeing main()'s
+    locals (the DDP model, the optimizer, the batches' tensors), beside one more thread that
+    holds a Python thread state but runs no Python. Sluice's extension never takes the GIL from a thread of
+    its own, so that thread is torch's; the cause is not identified further. Everything this
+    script writes is flushed first, and the process group is already destroyed."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
