@@ -87,14 +87,16 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
       at == kAnyCut || at == c.cut || (output && (at == n || at == kCutAfterBatch));
   k.wire_down = k.bytes_raw / (measured_here ? std::max(codec->ratio, 1.0) : 1.0);
   k.wire_up = local_read ? costs.raw_bytes_per_sample : 0;
-  const double suffix = after_batch ? 0 : costs.CpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
+  const double suffix =
+      after_batch ? 0 : costs.TrainerCpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
   // Receiving costs per element (a sample, or a whole batch after batching) and per byte.
   const double per_element = after_batch ? costs.recv_cpu_s_per_sample /
                                                std::max(1, p.consumer.batch_size)
                                          : costs.recv_cpu_s_per_sample;
   k.a_offload = suffix + per_element + k.bytes_raw * codec->trainer_cpu_s_per_byte;
   if (local_read) {
-    k.a_offload += costs.CpuSeconds(0, 1) + costs.raw_bytes_per_sample * costs.send_cpu_s_per_byte;
+    k.a_offload +=
+        costs.TrainerCpuSeconds(0, 1) + costs.raw_bytes_per_sample * costs.send_cpu_s_per_byte;
   }
   const bool needs_storage = !local_read && end >= 1;
   for (const WorkerProfile& w : p.workers) {
@@ -240,7 +242,8 @@ double BytesAtCut(const Costs& costs, int cut) {
 }
 
 double LocalCpuSecondsPerSample(const Costs& costs) {
-  return costs.CpuSeconds(0, static_cast<int>(costs.ops.size())) + costs.batch_cpu_s_per_sample;
+  return costs.TrainerCpuSeconds(0, static_cast<int>(costs.ops.size())) +
+         costs.batch_cpu_s_per_sample;
 }
 
 double AllLocalSamplesPerS(const Profile& p) {

@@ -99,6 +99,26 @@ TEST(ModelTest, InfeasibleCandidatesSayWhy) {
   EXPECT_NE(e.reason.find("read_file"), std::string::npos);
 }
 
+// The engine's own 0.5 ms per local sample (queues, hand-offs) is 0.1 ms per op stage: a
+// local sample pays all of it, one offloaded at cut 3 the 2 stages after the cut, one
+// offloaded after batching none. The all-local rate falls from 555.6 to 1 / 2.3 ms.
+TEST(ModelTest, TheEngineCostPerLocalSampleIsChargedPerStageRunHere) {
+  Profile p = StandardProfile();
+  p.costs.local_cpu_s_per_sample = 0.5e-3;
+  EXPECT_NEAR(LocalCpuSecondsPerSample(p.costs), 2.3e-3, 1e-12);
+  EXPECT_NEAR(AllLocalSamplesPerS(p), 1 / 2.3e-3, kTol);
+  const Evaluation cut3 = Evaluate(p, Candidate{3});
+  EXPECT_NEAR(cut3.trainer_cpu_s_per_offloaded_sample, 0.65e-3 + 0.2e-3, 1e-12);
+  const Evaluation batch = Evaluate(p, Candidate{kCutAfterBatch});
+  EXPECT_NEAR(batch.trainer_cpu_s_per_offloaded_sample, 0.6e-3, 1e-12);
+  // Local read: the trainer also runs read_file's stage (0.1 ms of its own, 0.1 ms engine).
+  const Evaluation read = Evaluate(p, Candidate{4, ReadMode::kLocalRead});
+  EXPECT_NEAR(read.trainer_cpu_s_per_offloaded_sample, 0.65e-3 + 0.1e-3 + 0.1e-3, 1e-12);
+  // Cut 3 is still bound by the trainer (the worker could take 1538.5 a second).
+  EXPECT_NEAR(cut3.total_samples_per_s, 1 / 0.85e-3, 0.05);
+  EXPECT_EQ(cut3.trainer_bound, Bound::kTrainerCpu);
+}
+
 TEST(ModelTest, LocalReadAddsReadAndUplink) {
   Profile p = StandardProfile();
   p.workers[0].link_bytes_per_s = 12.5e6;  // 100 Mbit/s

@@ -27,6 +27,12 @@ double Costs::CpuSeconds(int begin, int end) const {
   return sum;
 }
 
+double Costs::TrainerCpuSeconds(int begin, int end) const {
+  const int n = static_cast<int>(ops.size());
+  const int stages = std::max(0, std::min(end, n) - std::max(begin, 0));
+  return CpuSeconds(begin, end) + (n > 0 ? local_cpu_s_per_sample * stages / n : 0);
+}
+
 double ConsumerProfile::DemandSamplesPerS() const {
   if (!(step_s > 0)) return std::numeric_limits<double>::infinity();
   return std::max(batch_size, 1) / step_s;
@@ -78,6 +84,8 @@ Status ValidateProfile(const Profile& p) {
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.raw_bytes_per_sample, "costs.raw_bytes_per_sample"));
   SLUICE_RETURN_IF_ERROR(
       CheckNonNegative(c.batch_cpu_s_per_sample, "costs.batch_cpu_s_per_sample"));
+  SLUICE_RETURN_IF_ERROR(
+      CheckNonNegative(c.local_cpu_s_per_sample, "costs.local_cpu_s_per_sample"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.recv_cpu_s_per_sample, "costs.recv_cpu_s_per_sample"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.send_cpu_s_per_byte, "costs.send_cpu_s_per_byte"));
   SLUICE_RETURN_IF_ERROR(
@@ -264,6 +272,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("source_bytes_per_sample", &c.source_bytes_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("raw_bytes_per_sample", &c.raw_bytes_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("batch_cpu_s_per_sample", &c.batch_cpu_s_per_sample));
+  SLUICE_RETURN_IF_ERROR(r.Number("local_cpu_s_per_sample", &c.local_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("recv_cpu_s_per_sample", &c.recv_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("send_cpu_s_per_byte", &c.send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
@@ -288,6 +297,7 @@ json ToJson(const Costs& c) {
               {"source_bytes_per_sample", c.source_bytes_per_sample},
               {"raw_bytes_per_sample", c.raw_bytes_per_sample},
               {"batch_cpu_s_per_sample", c.batch_cpu_s_per_sample},
+              {"local_cpu_s_per_sample", c.local_cpu_s_per_sample},
               {"recv_cpu_s_per_sample", c.recv_cpu_s_per_sample},
               {"send_cpu_s_per_byte", c.send_cpu_s_per_byte},
               {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},

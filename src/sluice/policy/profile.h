@@ -62,6 +62,11 @@ struct Costs {
   double source_bytes_per_sample = 0;  // a source element (path, label): the cut-0 message
   double raw_bytes_per_sample = 0;     // the file size (what local_read streams up)
   double batch_cpu_s_per_sample = 0;   // batching (stacking) on the trainer, per sample
+  // The engine's own trainer CPU per sample taken through all the local op stages (queues,
+  // hand-offs, allocation, the source), beyond the ops and batching: the process's CPU net of
+  // those over an all-local window. Charged per op stage a sample passes here (a sample
+  // offloaded at cut c passes n - c of the n), so it is what offloading also saves.
+  double local_cpu_s_per_sample = 0;
   // Trainer CPU per sample received from a worker that does not scale with its size
   // (merge, accounting, message handling).
   double recv_cpu_s_per_sample = 0;
@@ -78,6 +83,9 @@ struct Costs {
   std::optional<CodecCost> CostOf(Codec codec) const;
   // Sum of ops[begin, end) CPU seconds per sample (clamped to the ops there are).
   double CpuSeconds(int begin, int end) const;
+  // The trainer's CPU per sample taking ops[begin, end) here: theirs plus the engine's share
+  // of local_cpu_s_per_sample for those stages (1/n each).
+  double TrainerCpuSeconds(int begin, int end) const;
 };
 
 // The consumer: the training loop that calls next().

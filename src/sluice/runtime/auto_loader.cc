@@ -148,7 +148,9 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
   if (!codecs_measured_ && window_start_ns_ >= 0 && !stored_costs_.has_value()) {
     codecs_measured_ = true;
     measured_codecs = true;
+    const int64_t cpu_before = ThreadCpuNanos();
     codec_costs_ = MeasureCodecs(*out, CostDefaults().recv_cpu_s_per_byte);
+    codec_probe_cpu_ns_ = ThreadCpuNanos() - cpu_before;
   }
   // The probe is the profiler's own cost: neither a stall nor the accelerator's step.
   if (measured_codecs) meter_.Exclude(NowNanos());
@@ -165,6 +167,7 @@ Status AutoLoader::Tick(int64_t now_ns) {
       if (c.batches >= options_.warmup_batches) {
         window_start_ns_ = now_ns;
         window_start_ = c;
+        window_mark_ = MarkNow();
       }
       return absl::OkStatus();
     }
@@ -203,6 +206,12 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   } else {
     const LoaderReport r = loader_->Report();
     profile.costs = CostsFromReport(spec_, r.local_ops, r.workers, nullptr);
+    if (window_mark_.has_value()) {
+      ReceiveWindow w = WindowSince(*window_mark_);
+      w.process_cpu_s -= codec_probe_cpu_ns_ / 1e9;
+      profile.costs.local_cpu_s_per_sample =
+          FitLocalCost(w, profile.costs.batch_cpu_s_per_sample).value_or(0);
+    }
     const double recv = profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
     for (policy::CodecCost c : codec_costs_) {
       c.trainer_cpu_s_per_byte += recv - CostDefaults().recv_cpu_s_per_byte;
@@ -481,22 +490,20 @@ AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
 
 std::optional<ReceiveFit> AutoLoader::MeasuredReceive() const {
   if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr) return std::nullopt;
+  const policy::Costs known =
+      controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
+  return FitReceiveCost(WindowSince(*receive_mark_), applied_.cut, spec_.batch.size, known);
+}
+
+ReceiveWindow AutoLoader::WindowSince(const ReceiveMark& was) const {
   const ReceiveMark now = MarkNow();
-  const ReceiveMark& was = *receive_mark_;
   ReceiveWindow w;
   w.process_cpu_s = (now.process_cpu_ns - was.process_cpu_ns) / 1e9;
   w.op_cpu_s = (now.op_cpu_ns - was.op_cpu_ns) / 1e9;
   w.samples_out = now.samples_out - was.samples_out;
   w.remote_samples = now.remote_samples - was.remote_samples;
   w.bytes = static_cast<double>(now.bytes - was.bytes);
-  const policy::Costs known =
-      controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
-  double per_byte = CostDefaults().recv_cpu_s_per_byte;
-  if (std::optional<policy::CodecCost> none = known.CostOf(policy::Codec::kNone)) {
-    per_byte = none->trainer_cpu_s_per_byte;
-  }
-  return FitReceiveCost(w, applied_.cut == policy::kCutAfterBatch, spec_.batch.size,
-                        costs_->batch_cpu_s_per_sample, known.recv_cpu_s_per_sample, per_byte);
+  return w;
 }
 
 Status AutoLoader::Finish() {

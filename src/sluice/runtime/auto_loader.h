@@ -143,11 +143,18 @@ class AutoLoader final : public BatchSource {
     int64_t bytes = 0;
   };
   ReceiveMark MarkNow() const;
+  // The window from `was` to now, in seconds and counts.
+  ReceiveWindow WindowSince(const ReceiveMark& was) const;
   // The receive cost since the mark: the process's CPU net of the ops and batching, put on
   // the one parameter the current cut tells apart (after batching, elements are few: per
   // byte; per sample otherwise, bytes at the known rate). nullopt until enough was received.
   std::optional<ReceiveFit> MeasuredReceive() const;
   std::optional<ReceiveMark> receive_mark_;
+  // Taken when the all-local measuring window starts: the engine's own CPU per sample
+  // (FitLocalCost) is read from it at the first plan. The codec probe's CPU on the
+  // consumer's thread (codec_probe_cpu_ns_) is not the engine's per-sample cost.
+  std::optional<ReceiveMark> window_mark_;
+  int64_t codec_probe_cpu_ns_ = 0;
   // When the mark is to be taken (-1: none due): the controller's settle_s after a Loader
   // starts, so that its start-up (connections, threads, the streams filling) is not read as
   // the cost of receiving.

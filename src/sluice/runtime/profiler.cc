@@ -131,6 +131,8 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
   const double last_bytes = n > 0 ? costs.ops[n - 1].bytes_out_per_sample : 0;
   costs.batch_cpu_s_per_sample =
       spec.batch.size > 0 ? last_bytes * defaults.batch_cpu_s_per_byte : 0;
+  // Measured over a whole all-local window only (FitLocalCost), not from a report.
+  costs.local_cpu_s_per_sample = fallback != nullptr ? fallback->local_cpu_s_per_sample : 0;
   costs.send_cpu_s_per_byte = fallback != nullptr && fallback->send_cpu_s_per_byte > 0
                                   ? fallback->send_cpu_s_per_byte
                                   : defaults.send_cpu_s_per_byte;
@@ -260,22 +262,36 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   return out;
 }
 
-std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, bool after_batch, int batch_size,
-                                         double batch_cpu_s_per_sample, double known_per_element,
-                                         double known_per_byte) {
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, int batch_size,
+                                         const policy::Costs& known) {
   constexpr double kMinBytes = 32 << 20;
   constexpr int64_t kMinSamples = 256;
   if (w.bytes < kMinBytes || w.remote_samples < kMinSamples) return std::nullopt;
-  const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * batch_cpu_s_per_sample;
+  const bool after_batch = cut == policy::kCutAfterBatch;
+  const int n = static_cast<int>(known.ops.size());
+  const int64_t local_samples = std::max<int64_t>(0, w.samples_out - w.remote_samples);
+  const double stages = known.TrainerCpuSeconds(0, n) - known.CpuSeconds(0, n);
+  const double stages_after_cut =
+      after_batch ? 0 : known.TrainerCpuSeconds(cut, n) - known.CpuSeconds(cut, n);
+  const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * known.batch_cpu_s_per_sample -
+                      local_samples * stages - w.remote_samples * stages_after_cut;
+  const double per_byte = known.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
   ReceiveFit fit;
   if (after_batch) {
     const double elements = static_cast<double>(w.remote_samples) / std::max(1, batch_size);
-    fit.per_byte = std::clamp((rest - elements * known_per_element) / w.bytes, 0.05e-9, 50e-9);
+    fit.per_byte = std::clamp((rest - elements * known.recv_cpu_s_per_sample) / w.bytes, 0.05e-9,
+                              50e-9);
   } else {
-    fit.per_element =
-        std::clamp((rest - w.bytes * known_per_byte) / w.remote_samples, 1e-6, 0.1);
+    fit.per_element = std::clamp((rest - w.bytes * per_byte) / w.remote_samples, 1e-6, 0.1);
   }
   return fit;
+}
+
+std::optional<double> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample) {
+  constexpr int64_t kMinSamples = 256;
+  if (w.samples_out < kMinSamples) return std::nullopt;
+  const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * batch_cpu_s_per_sample;
+  return std::max(0.0, rest / w.samples_out);
 }
 
 double TrainerCpuBudget(int threads) {

@@ -128,19 +128,24 @@ struct ReceiveWindow {
   int64_t remote_samples = 0;
   double bytes = 0;
 };
-// The trainer's cost of receiving that the window shows. The CPU not spent in ops or
-// batching (`batch_cpu_s_per_sample` each) goes to the one parameter the cut tells apart:
-// after batching (`after_batch`, elements of `batch_size` samples) the cost per byte, the
-// per-element cost taken as `known_per_element`; otherwise the cost per element (a sample),
-// the bytes taken at `known_per_byte`. Clamped to sane bounds; nullopt under 32 MiB or 256
-// samples received.
+// The trainer's cost of receiving that the window shows, offloading at `cut`. The CPU not
+// spent in ops, batching or the engine's local stages (the `known` costs: local samples pay
+// local_cpu_s_per_sample, offloaded ones the share of the stages after the cut) goes to the
+// one parameter the cut tells apart: after batching (elements of `batch_size` samples) the
+// cost per byte, the per-element cost taken as known; otherwise the cost per element (a
+// sample), the bytes taken at the known uncompressed rate. Clamped to sane bounds; nullopt
+// under 32 MiB or 256 samples received.
 struct ReceiveFit {
   std::optional<double> per_element;  // seconds per element received
   std::optional<double> per_byte;     // seconds per payload byte
 };
-std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, bool after_batch, int batch_size,
-                                         double batch_cpu_s_per_sample, double known_per_element,
-                                         double known_per_byte);
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, int batch_size,
+                                         const policy::Costs& known);
+
+// The engine's trainer CPU per sample all-local (policy::Costs::local_cpu_s_per_sample) from
+// a window of the whole process: its CPU net of the ops' and batching, over the samples
+// handed out. nullopt under 256 samples; never negative.
+std::optional<double> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample);
 
 // The trainer's CPU budget for planning: the CPUs it may use (cgroup aware), but no more
 // than the threads a Loader runs per stage.

@@ -227,31 +227,80 @@ TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
   EXPECT_DOUBLE_EQ(WorkerFromProbe(p).storage_bytes_per_s, 2e6);
 }
 
-// 1000 samples out, 900 from a worker, 100 MB received; ops took 0.4 s and batching
-// 0.1 ms a sample (0.1 s), so 0.5 s of the process's 1.0 s is receiving.
-TEST(FitReceiveCostTest, PutsTheRestOnTheParameterTheCutTellsApart) {
+// Costs known to the fit: five ops (0.4 ms in all), batching 0.1 ms a sample, receiving an
+// uncompressed byte 2 ns, a received sample 5 us; no engine cost per local sample.
+policy::Costs KnownCosts() {
+  policy::Costs c;
+  for (int i = 0; i < 5; ++i) c.ops.push_back({"op", i, 0.08e-3, 1000});
+  c.batch_cpu_s_per_sample = 0.1e-3;
+  c.recv_cpu_s_per_sample = 5e-6;
+  c.codecs = {{policy::Codec::kNone, 1.0, 0, 2e-9}};
+  return c;
+}
+
+// 1000 samples out, 900 from a worker, 100 MB received; the process took 1.0 s of CPU,
+// its ops 0.4 s.
+ReceiveWindow NineHundredOfAThousandReceived() {
   ReceiveWindow w;
   w.process_cpu_s = 1.0;
   w.op_cpu_s = 0.4;
   w.samples_out = 1000;
   w.remote_samples = 900;
   w.bytes = 100e6;
+  return w;
+}
+
+// Batching 0.1 ms a sample (0.1 s) besides the ops: 0.5 s of the process's 1.0 s is receiving.
+TEST(FitReceiveCostTest, PutsTheRestOnTheParameterTheCutTellsApart) {
+  ReceiveWindow w = NineHundredOfAThousandReceived();
+  policy::Costs known = KnownCosts();
   // Element-wise cut: bytes at the known 2 ns (0.2 s), the other 0.3 s over 900 samples.
-  std::optional<ReceiveFit> fit = FitReceiveCost(w, false, 64, 0.1e-3, 5e-6, 2e-9);
+  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_FALSE(fit->per_byte.has_value());
   EXPECT_NEAR(*fit->per_element, 0.3 / 900, 1e-12);
   // After batching: 900 / 64 elements at the known 100 us, the rest over the bytes.
-  fit = FitReceiveCost(w, true, 64, 0.1e-3, 100e-6, 2e-9);
+  known.recv_cpu_s_per_sample = 100e-6;
+  fit = FitReceiveCost(w, policy::kCutAfterBatch, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_FALSE(fit->per_element.has_value());
   EXPECT_NEAR(*fit->per_byte, (0.5 - 900.0 / 64 * 100e-6) / 100e6, 1e-15);
   // Too little received: nothing to say. Nonsense (more ops than process) is clamped.
   w.bytes = 1e6;
-  EXPECT_FALSE(FitReceiveCost(w, false, 64, 0, 0, 0).has_value());
+  EXPECT_FALSE(FitReceiveCost(w, 3, 64, known).has_value());
   w.bytes = 100e6;
   w.op_cpu_s = 5;
-  EXPECT_DOUBLE_EQ(*FitReceiveCost(w, false, 64, 0, 0, 0)->per_element, 1e-6);
+  EXPECT_DOUBLE_EQ(*FitReceiveCost(w, 3, 64, known)->per_element, 1e-6);
+}
+
+// The engine's cost per local sample is not receiving: with 0.1 ms of it per sample (0.02 ms
+// per stage), the 100 local samples took 10 ms and the 900 offloaded at cut 3 ran 2 stages
+// here (36 ms); the rest, 0.3 s - 46 ms, is the 900 samples' receiving.
+TEST(FitReceiveCostTest, TheEngineCostOfLocalStagesIsNotReceiving) {
+  ReceiveWindow w = NineHundredOfAThousandReceived();
+  policy::Costs known = KnownCosts();
+  known.local_cpu_s_per_sample = 0.1e-3;
+  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, 64, known);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(*fit->per_element, (0.3 - 100 * 0.1e-3 - 900 * 0.04e-3) / 900, 1e-12);
+  // After batching the offloaded samples run no stage here: only the local ones' is taken.
+  known.recv_cpu_s_per_sample = 0;
+  fit = FitReceiveCost(w, policy::kCutAfterBatch, 64, known);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(*fit->per_byte, (0.5 - 100 * 0.1e-3) / 100e6, 1e-15);
+}
+
+// All-local: the process's CPU net of the ops and batching, per sample handed out.
+TEST(FitLocalCostTest, TheProcessCpuNetOfOpsAndBatchingPerSample) {
+  ReceiveWindow w;
+  w.process_cpu_s = 1.0;
+  w.op_cpu_s = 0.6;
+  w.samples_out = 1000;
+  EXPECT_NEAR(*FitLocalCost(w, 0.1e-3), 0.3e-3, 1e-12);
+  // Never negative (ops measured on threads whose CPU the process clock read before).
+  EXPECT_DOUBLE_EQ(*FitLocalCost(w, 1e-3), 0);
+  w.samples_out = 100;  // too few samples to say
+  EXPECT_FALSE(FitLocalCost(w, 0).has_value());
 }
 
 TEST(StorageCheckPathTest, FirstMatchWhenTheWorkerWouldReadTheFiles) {
