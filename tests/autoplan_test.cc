@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -438,6 +440,69 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   for (const nlohmann::json& e : j["timeline"]) in_report |= OffloadsTo(e, address);
   EXPECT_TRUE(in_report) << j["timeline"].dump(2);
   ExpectExactlyOnceSoFar(ReadAll(dir_->path() / "joined.out"));
+}
+
+// Workers listed in a file (`--workers file:PATH`): the run starts with none listed, a
+// worker's line added joins it to the plan, and the line removed takes it out again; no
+// sample is lost or repeated on the way.
+TEST_F(AutoplanTest, WorkersListedInAFileJoinAndLeaveThePlan) {
+  const int port = FreePort();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  std::unique_ptr<WorkerProcess> worker = WorkerProcess::Start(dir_->path(), port, 2);
+  ASSERT_NE(worker, nullptr);
+  const fs::path pool = dir_->path() / "pool.workers";
+  // Replaced whole (a rename), as a tool that maintains such a file should.
+  const auto list = [&](const std::string& text) {
+    const fs::path next = dir_->path() / "pool.workers.next";
+    std::ofstream(next) << text;
+    fs::rename(next, pool);
+  };
+  list("# no workers yet\n");
+  const fs::path events = dir_->path() / "listed.events";
+  const pid_t pid = SpawnEndlessTrain("listed", "file:" + pool.string(), {});
+  ASSERT_GT(pid, 0);
+  const auto decision_index = [&](const std::function<bool(const nlohmann::json&)>& pred,
+                                  size_t from) -> std::optional<size_t> {
+    const std::vector<nlohmann::json> all = Decisions(events);
+    for (size_t i = from; i < all.size(); ++i) {
+      if (pred(all[i])) return i;
+    }
+    return std::nullopt;
+  };
+  const bool planned = WaitFor([&] { return !Decisions(events).empty(); }, 120);
+  std::optional<size_t> joined, left;
+  if (planned) {
+    list(absl::StrCat("# one worker\n", address, "\n"));
+    WaitFor([&] {
+      joined = decision_index([&](const nlohmann::json& e) { return OffloadsTo(e, address); }, 0);
+      return joined.has_value();
+    }, 180);
+  }
+  if (joined) {
+    list("# emptied\n");
+    WaitFor([&] {
+      left = decision_index([&](const nlohmann::json& e) { return !OffloadsTo(e, address); },
+                            *joined + 1);
+      return left.has_value();
+    }, 180);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::string err = ReadAll(dir_->path() / "listed.err");
+  ASSERT_TRUE(planned) << err;
+  ASSERT_TRUE(joined.has_value()) << ReadAll(events) << err;
+  ASSERT_TRUE(left.has_value()) << ReadAll(events) << err;
+  const std::vector<nlohmann::json> all = Decisions(events);
+  EXPECT_FALSE(all.front()["plan"]["offload"].get<bool>()) << all.front().dump(2);
+  EXPECT_THAT(all[*left]["reason"].get<std::string>(), HasSubstr(address + " left (drained)"));
+  // What the user reads: no worker at first, the line seen, then gone.
+  EXPECT_THAT(err, HasSubstr("no worker is listed yet"));
+  EXPECT_THAT(err, HasSubstr("worker " + address + " is listed: probing it"));
+  EXPECT_THAT(err, HasSubstr("worker " + address + " is no longer listed: it leaves the plan"));
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << err;
+  ExpectExactlyOnceSoFar(ReadAll(dir_->path() / "listed.out"));
 }
 
 TEST_F(AutoplanTest, FastFlowNeedsWorkers) {

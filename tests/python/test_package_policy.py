@@ -134,6 +134,31 @@ def test_auto_with_an_unreachable_worker_runs_locally_and_says_why(sluice, heavy
     assert report["workers"] == []
 
 
+def test_workers_from_a_file_are_looked_up_and_an_empty_one_trains_locally(sluice, heavy_spec,
+                                                                           tmp_path):
+    pool = tmp_path / "pool.workers"
+    pool.write_text("# none yet\n")
+    with unittest.TestCase().assertLogs("sluice", level="INFO") as logs:
+        loader = sluice.Loader(heavy_spec, workers=[f"file:{pool}"], epochs=1, measure_s=0.1,
+                               metric_store=False)
+        assert sum(1 for _ in loader) == 6
+        loader.close()
+    assert any("no worker is listed yet" in line for line in logs.output), logs.output
+    # A line in the file is a worker: this one does not answer, and the warning names it.
+    address = f"127.0.0.1:{free_port()}"
+    pool.write_text(f"{address}  # rack 1\n")
+    with unittest.TestCase().assertLogs("sluice", level="INFO") as logs:
+        loader = sluice.Loader(heavy_spec, workers=[f"file:{pool}"], epochs=-1, measure_s=0.1,
+                               connect_timeout_s=0.3, metric_store=False)
+        for n, _ in enumerate(loader):
+            if loader.report()["decisions"]:
+                break
+            assert n < MAX_BATCHES
+        loader.close()
+    assert any(f"file:{pool}: 1 worker" in line for line in logs.output), logs.output
+    assert any(f"worker {address} did not answer the probe" in line for line in logs.output)
+
+
 def test_fixed_spill_workers_is_applied(sluice, small_spec, worker):
     kwargs = dict(workers=[worker.address], split_size=4)
     loader = sluice.Loader(small_spec, policy="fixed:cut=2,ratio=0.5,spill=workers", **kwargs)

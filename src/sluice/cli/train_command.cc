@@ -94,7 +94,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                    "[--tls-cert F --tls-key F]] [--policy P] --accelerator-ms MS --steps N "
                    "[--threads N] [--files GLOB] [--metric-store DIR|off] "
                    "[--rank R --world-size N] [--json OUT]");
-  flags.AddString("workers", &workers_flag, "HOST:PORT,...", "the `sluice worker`s to use");
+  flags.AddString("workers", &workers_flag, "HOST:PORT,...", "the `sluice worker`s to use; also dns:NAME:PORT (every address of NAME) and "
+                  "file:PATH (HOST:PORT lines), looked up again while --policy sluice/auto "
+                  "trains");
   flags.AddString("token-file", &token_file, "F", "send the bearer token in F to the workers");
   flags.AddString("tls-ca", &tls_ca, "F", "connect with TLS, trusting the CA certificate in F");
   flags.AddString("tls-cert", &tls_cert, "F", "client certificate for mutual TLS");

@@ -5,8 +5,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,32 +45,56 @@ StatusOr<std::vector<std::string>> ResolveHost(const std::string& name) {
   return std::vector<std::string>(addresses.begin(), addresses.end());
 }
 
-StatusOr<ExpandedWorkers> ExpandWorkerNames(const std::vector<ConnectOptions>& workers,
-                                            const Resolver& resolve) {
-  ExpandedWorkers out;
-  std::set<std::string> seen;
-  const auto add = [&](ConnectOptions c) {
-    if (seen.insert(c.address).second) out.workers.push_back(std::move(c));
-  };
+bool NamesWorkers(const std::vector<ConnectOptions>& workers) {
   for (const ConnectOptions& w : workers) {
-    if (w.address.rfind(kDnsPrefix, 0) != 0) {
-      add(w);
-      continue;
+    if (absl::StartsWith(w.address, kDnsPrefix) || absl::StartsWith(w.address, kFilePrefix)) {
+      return true;
     }
+  }
+  return false;
+}
+
+namespace {
+
+// HOST:PORT with a port in 1..65535 (HOST may be a bracketed IPv6 address).
+bool IsHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  return colon != std::string::npos && colon > 0 &&
+         absl::SimpleAtoi(address.substr(colon + 1), &port) && port > 0 && port <= 65535;
+}
+
+class Expander {
+ public:
+  explicit Expander(const Resolver& resolve) : resolve_(resolve) {}
+
+  Status Add(const ConnectOptions& w) {
+    if (absl::StartsWith(w.address, kDnsPrefix)) return AddName(w);
+    if (absl::StartsWith(w.address, kFilePrefix)) return AddFile(w);
+    Keep(w);
+    return absl::OkStatus();
+  }
+  ExpandedWorkers Take() { return std::move(out_); }
+
+ private:
+  void Keep(ConnectOptions c) {
+    if (seen_.insert(c.address).second) out_.workers.push_back(std::move(c));
+  }
+
+  Status AddName(const ConnectOptions& w) {
     const std::string rest = w.address.substr(sizeof(kDnsPrefix) - 1);
     const size_t colon = rest.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    if (!IsHostPort(rest)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "worker '", w.address, "': expected dns:NAME:PORT with a port in 1..65535"));
     }
     const std::string name = rest.substr(0, colon);
-    StatusOr<std::vector<std::string>> addresses = resolve(name);
+    const std::string port = rest.substr(colon + 1);
+    StatusOr<std::vector<std::string>> addresses = resolve_(name);
     if (!addresses.ok()) {
-      out.notes.push_back(
+      out_.notes.push_back(
           absl::StrCat(w.address, ": no workers (", addresses.status().message(), ")"));
-      continue;
+      return absl::OkStatus();
     }
     std::vector<std::string> expanded;
     for (const std::string& a : *addresses) {
@@ -76,13 +103,59 @@ StatusOr<ExpandedWorkers> ExpandWorkerNames(const std::vector<ConnectOptions>& w
                                                    : absl::StrCat(a, ":", port);
       c.tls_server_name = name;
       expanded.push_back(c.address);
-      add(std::move(c));
+      Keep(std::move(c));
     }
-    out.notes.push_back(absl::StrCat(w.address, ": ", expanded.size(),
-                                     expanded.size() == 1 ? " worker (" : " workers (",
-                                     absl::StrJoin(expanded, ", "), ")"));
+    out_.notes.push_back(absl::StrCat(w.address, ": ", expanded.size(),
+                                      expanded.size() == 1 ? " worker (" : " workers (",
+                                      absl::StrJoin(expanded, ", "), ")"));
+    return absl::OkStatus();
   }
-  return out;
+
+  Status AddFile(const ConnectOptions& w) {
+    const std::string path = w.address.substr(sizeof(kFilePrefix) - 1);
+    if (path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker '", w.address, "': expected file:PATH"));
+    }
+    std::ifstream in(path);
+    if (!in) {
+      out_.notes.push_back(absl::StrCat(w.address, ": no workers (cannot read ", path, ")"));
+      return absl::OkStatus();
+    }
+    const size_t before = out_.workers.size();
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::string entry(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
+      if (entry.empty()) continue;
+      const bool name = absl::StartsWith(entry, kDnsPrefix);
+      if ((!name && !IsHostPort(entry)) || absl::StartsWith(entry, kFilePrefix)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", number, ": expected HOST:PORT or dns:NAME:PORT, got '",
+                         entry, "'"));
+      }
+      ConnectOptions c = w;
+      c.address = entry;
+      if (Status s = Add(c); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": ", s.message()));
+      }
+    }
+    out_.notes.push_back(absl::StrCat(w.address, ": ", out_.workers.size() - before,
+                                      out_.workers.size() - before == 1 ? " worker" : " workers"));
+    return absl::OkStatus();
+  }
+
+  const Resolver& resolve_;
+  ExpandedWorkers out_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace
+
+StatusOr<ExpandedWorkers> ExpandWorkerNames(const std::vector<ConnectOptions>& workers,
+                                            const Resolver& resolve) {
+  Expander e(resolve);
+  for (const ConnectOptions& w : workers) SLUICE_RETURN_IF_ERROR(e.Add(w));
+  return e.Take();
 }
 
 }  // namespace sluice::rpc

@@ -1,9 +1,14 @@
 // Workers found by name: "dns:NAME:PORT" in a worker list stands for every address NAME
-// resolves to (a Kubernetes headless Service answers with one A record per ready pod).
+// resolves to (a Kubernetes headless Service answers with one A record per ready pod), and
+// "file:PATH" for the workers listed in PATH, one HOST:PORT or dns:NAME:PORT per line
+// ('#' starts a comment).
 //
-// The expansion happens once, when a run opens its workers (runtime::PolicyRunner::Open).
-// Each address becomes its own worker; with TLS, its certificate is checked against NAME
-// (the pods' certificates name the Service, not the pods' addresses).
+// A run opens its workers from one expansion (runtime::PolicyRunner::Open); a planning run
+// (`sluice`/`auto`) expands the list again every few seconds while it trains, so that
+// addresses that appear join the plan and those that vanish leave it
+// (runtime::AutoOptions::worker_names). Each address becomes its own worker; with TLS, its
+// certificate is checked against NAME (the pods' certificates name the Service, not the
+// pods' addresses).
 #ifndef SLUICE_RPC_WORKER_NAMES_H_
 #define SLUICE_RPC_WORKER_NAMES_H_
 
@@ -17,6 +22,10 @@
 namespace sluice::rpc {
 
 inline constexpr char kDnsPrefix[] = "dns:";
+inline constexpr char kFilePrefix[] = "file:";
+
+// Whether `workers` has a "dns:" or "file:" entry: a set that can change during a run.
+bool NamesWorkers(const std::vector<ConnectOptions>& workers);
 
 // NAME -> its addresses (numeric, without port). NotFound with the resolver's reason when it
 // has none.
@@ -33,9 +42,10 @@ struct ExpandedWorkers {
 };
 
 // `workers` with each "dns:NAME:PORT" replaced by one entry per address (the entry's other
-// fields copied, tls_server_name set to NAME). A name that resolves to nothing contributes no
-// worker and a note; a malformed "dns:" entry is InvalidArgument naming it. Duplicate
-// addresses are kept once.
+// fields copied, tls_server_name set to NAME) and each "file:PATH" by its lines, expanded the
+// same way (with the file entry's other fields). A name that resolves to nothing, or a file
+// that cannot be read, contributes no worker and a note; a malformed "dns:" entry or line is
+// InvalidArgument naming it (a line by file and number). Duplicate addresses are kept once.
 StatusOr<ExpandedWorkers> ExpandWorkerNames(const std::vector<ConnectOptions>& workers,
                                             const Resolver& resolve = ResolveHost);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,8 @@ AutoLoader::~AutoLoader() {
   Cancel();
   if (prober_.joinable()) prober_.join();
   if (reprober_.joinable()) reprober_.join();
+  // A resolver can take seconds to give up: the expansion writes only its own shared state.
+  if (discoverer_.joinable()) discoverer_.detach();
   loader_.reset();
 }
 
@@ -60,6 +63,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   a->last_worker_samples_.assign(n, 0);
   a->last_worker_failures_.assign(n, 0);
   a->last_worker_drains_.assign(n, 0);
+  a->listed_.assign(n, true);
   if (n > 0) {
     const std::string check_path = StorageCheckPath(a->spec_);
     AutoLoader* self = a.get();
@@ -280,6 +284,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
     smoothed_step_s_ = smoothed_step_s_ > 0 ? 0.5 * smoothed_step_s_ + 0.5 * step_s : step_s;
   }
   m.step_s = smoothed_step_s_;
+  Rediscover(now_ns);
   for (size_t i = 0; i < options_.workers.size(); ++i) {
     policy::WorkerMeasurement wm;
     wm.address = options_.workers[i].address;
@@ -308,6 +313,11 @@ Status AutoLoader::Observe(int64_t now_ns) {
           period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
       last_worker_samples_[i] = in_loader->samples;
       wm.ops = OpCostsOf(in_loader->metrics);
+    }
+    if (!listed_[i]) {
+      // No longer listed under its name: it leaves the plan as a draining worker does.
+      reachable_[i] = false;
+      wm.drained = true;
     }
     wm.connected = reachable_[i];
     m.workers.push_back(std::move(wm));
@@ -361,7 +371,7 @@ void AutoLoader::Reprobe(int64_t now_ns) {
     if (!reprobe_done_->load()) return;
     reprober_.join();
     for (size_t i = 0; i < reprobes_.size(); ++i) {
-      if (!reprobes_[i].has_value()) continue;
+      if (!reprobes_[i].has_value() || !listed_[i]) continue;
       if (reachable_[i]) {
         // A worker in use: only its reported CPU budget is refreshed (its quota may change
         // while it runs); the link figures stay those of the full probe.
@@ -390,6 +400,60 @@ void AutoLoader::Reprobe(int64_t now_ns) {
     }
     done->store(true);
   });
+}
+
+void AutoLoader::Rediscover(int64_t now_ns) {
+  if (options_.worker_names.empty()) return;
+  if (discoverer_.joinable()) {
+    if (!discovery_->done.load()) return;
+    discoverer_.join();
+    const StatusOr<rpc::ExpandedWorkers>& got = discovery_->result;
+    if (got.ok()) {
+      last_discover_error_.clear();
+      TakeWorkerSet(got->workers);
+    } else if (std::string why(got.status().message()); why != last_discover_error_) {
+      // The set stays as it was (a file being rewritten, say); said once per new reason.
+      Log(absl::StrCat("warning: finding workers again failed, keeping the ",
+                       options_.workers.size(), " known: ", why));
+      last_discover_error_ = std::move(why);
+    }
+  }
+  if ((now_ns - last_discover_ns_) / 1e9 < options_.rediscover_s) return;
+  last_discover_ns_ = now_ns;
+  discovery_ = std::make_shared<Discovery>();
+  discoverer_ = std::thread([names = options_.worker_names, out = discovery_] {
+    out->result = rpc::ExpandWorkerNames(names);
+    out->done.store(true);
+  });
+}
+
+void AutoLoader::TakeWorkerSet(const std::vector<rpc::ConnectOptions>& current) {
+  std::set<std::string> now;
+  for (const rpc::ConnectOptions& c : current) now.insert(c.address);
+  for (size_t i = 0; i < options_.workers.size(); ++i) {
+    const bool listed = now.count(options_.workers[i].address) > 0;
+    if (listed_[i] && !listed) {
+      Log(absl::StrCat("worker ", options_.workers[i].address,
+                       " is no longer listed: it leaves the plan"));
+    } else if (!listed_[i] && listed) {
+      Log(absl::StrCat("worker ", options_.workers[i].address, " is listed again: probing it"));
+      reachable_[i] = false;  // it joins once a probe answers
+    }
+    listed_[i] = listed;
+    now.erase(options_.workers[i].address);
+  }
+  for (const rpc::ConnectOptions& c : current) {
+    if (now.count(c.address) == 0) continue;  // known already
+    Log(absl::StrCat("worker ", c.address, " is listed: probing it"));
+    options_.workers.push_back(c);
+    probes_.emplace_back();
+    probe_errors_.emplace_back();
+    reachable_.push_back(false);
+    listed_.push_back(true);
+    last_worker_samples_.push_back(0);
+    last_worker_failures_.push_back(0);
+    last_worker_drains_.push_back(0);
+  }
 }
 
 void AutoLoader::LogDecision(const policy::TimelineEntry& entry) const {

@@ -30,6 +30,7 @@
 
 #include "sluice/core/status.h"
 #include "sluice/pipeline/spec.h"
+#include "sluice/rpc/worker_names.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
 #include "sluice/policy/plan.h"
@@ -45,6 +46,14 @@ void LogNote(const std::function<void(const std::string&)>& log, const std::stri
 
 struct AutoOptions {
   std::vector<rpc::ConnectOptions> workers;
+  // The worker list as given, when it names workers ("dns:NAME:PORT", "file:PATH";
+  // rpc::NamesWorkers): expanded again every `rediscover_s` while the plan is watched. An
+  // address that appears is probed and joins the plan; one that vanishes leaves it (as a
+  // draining worker does, without a penalty) and may come back. Empty: `workers` is the set.
+  // Every 5 s: a Kubernetes Service's endpoints change within seconds, a join then takes
+  // about one interval plus a probe, and a trainer asks its resolver once per 5 s.
+  std::vector<rpc::ConnectOptions> worker_names;
+  double rediscover_s = 5.0;
   // Threads, split size, buffers, reconnects, warn: used for every Loader it creates (its
   // workers, cut, ratio, shares, read mode, compression and resume are set by the plans).
   LoaderOptions base;
@@ -206,6 +215,20 @@ class AutoLoader final : public BatchSource {
   int64_t last_observe_ns_ = 0;
   ConsumerCounters last_observe_;
   double smoothed_step_s_ = 0;
+  // Workers found by name (AutoOptions::worker_names): the list expanded again in the
+  // background; its result taken in at the next observation (Rediscover).
+  void Rediscover(int64_t now_ns);
+  void TakeWorkerSet(const std::vector<rpc::ConnectOptions>& current);
+  struct Discovery {
+    std::atomic<bool> done{false};
+    StatusOr<rpc::ExpandedWorkers> result = rpc::ExpandedWorkers();
+  };
+  std::thread discoverer_;
+  std::shared_ptr<Discovery> discovery_;
+  int64_t last_discover_ns_ = 0;
+  std::string last_discover_error_;
+  std::vector<bool> listed_;  // per worker: in the last expansion of the names
+
   std::vector<int64_t> last_worker_samples_;  // per configured worker, at the last observe
   std::vector<int64_t> last_worker_failures_;  // the same, broken or drained streams
   std::vector<int64_t> last_worker_drains_;    // the same, drained streams

@@ -169,7 +169,10 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
   std::unique_ptr<PolicyRunner> r(new PolicyRunner(spec, std::move(options)));
   RunnerOptions& o = r->options_;
   r->policy_text_ = o.policy.ToString();
-  // Workers by name ("dns:NAME:PORT") become one worker per address.
+  // Workers by name ("dns:NAME:PORT", "file:PATH") become one worker per address; a planning
+  // run looks them up again while it trains (AutoOptions::worker_names).
+  std::vector<rpc::ConnectOptions> names;
+  if (rpc::NamesWorkers(o.workers)) names = o.workers;
   SLUICE_ASSIGN_OR_RETURN(rpc::ExpandedWorkers expanded, rpc::ExpandWorkerNames(o.workers));
   for (const std::string& note : expanded.notes) r->Log(note);
   o.workers = std::move(expanded.workers);
@@ -178,7 +181,11 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
     return absl::InvalidArgumentError(
         absl::StrCat("policy '", r->policy_text_, "' needs workers (none were given)"));
   }
-  if (name == "sluice" && o.policy.is_auto && o.workers.empty()) {
+  if (name == "sluice" && o.workers.empty() && !names.empty()) {
+    r->Log(absl::StrCat("policy ", r->policy_text_,
+                        ": no worker is listed yet; everything runs in this process until one "
+                        "is (the names are looked up again every few seconds)"));
+  } else if (name == "sluice" && o.policy.is_auto && o.workers.empty()) {
     r->local_reason_ = absl::StrCat("policy ", r->policy_text_,
                                     ": no workers given, so everything runs in this process");
     r->Log(r->local_reason_);
@@ -191,6 +198,7 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
   if (o.policy.name == "sluice") {
     AutoOptions ao;
     ao.workers = o.workers;
+    ao.worker_names = names;
     ao.base = base;
     ao.measure_s = o.measure_s;
     if (o.measure_batches > 0) ao.measure_batches = o.measure_batches;
