@@ -391,8 +391,10 @@ void AutoLoader::Reprobe(int64_t now_ns) {
   std::vector<rpc::ConnectOptions> connects = options_.workers;
   for (rpc::ConnectOptions& c : connects) c.connect_timeout_s = std::min(c.connect_timeout_s, 0.5);
   const std::vector<bool> in_use = reachable_;
-  reprober_ = std::thread([this, connects, in_use, done = reprobe_done_] {
+  const std::vector<bool> listed = listed_;
+  reprober_ = std::thread([this, connects, in_use, listed, done = reprobe_done_] {
     for (size_t i = 0; i < connects.size(); ++i) {
+      if (!listed[i]) continue;  // gone from its name's list: not probed until it is back
       // In use: GetInfo and a few small calls. Not reachable: the full probe.
       StatusOr<rpc::LinkProbe> p = in_use[i] ? rpc::ProbeWorker(connects[i], 0, 0)
                                              : rpc::ProbeWorker(connects[i]);
