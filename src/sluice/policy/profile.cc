@@ -27,10 +27,14 @@ double Costs::CpuSeconds(int begin, int end) const {
   return sum;
 }
 
-double Costs::TrainerCpuSeconds(int begin, int end) const {
+double Costs::StageCpuSeconds(int begin, int end) const {
   const int n = static_cast<int>(ops.size());
   const int stages = std::max(0, std::min(end, n) - std::max(begin, 0));
-  return CpuSeconds(begin, end) + (n > 0 ? local_cpu_s_per_sample * stages / n : 0);
+  return n > 0 ? local_cpu_s_per_sample * stages / n : 0;
+}
+
+double Costs::TrainerCpuSeconds(int begin, int end) const {
+  return CpuSeconds(begin, end) + StageCpuSeconds(begin, end);
 }
 
 double ConsumerProfile::DemandSamplesPerS() const {

@@ -83,8 +83,9 @@ struct Costs {
   std::optional<CodecCost> CostOf(Codec codec) const;
   // Sum of ops[begin, end) CPU seconds per sample (clamped to the ops there are).
   double CpuSeconds(int begin, int end) const;
-  // The trainer's CPU per sample taking ops[begin, end) here: theirs plus the engine's share
-  // of local_cpu_s_per_sample for those stages (1/n each).
+  // The engine's share of local_cpu_s_per_sample for the stages of ops[begin, end) (1/n each).
+  double StageCpuSeconds(int begin, int end) const;
+  // The trainer's CPU per sample taking ops[begin, end) here: CpuSeconds + StageCpuSeconds.
   double TrainerCpuSeconds(int begin, int end) const;
 };
 

@@ -558,7 +558,8 @@ std::optional<ReceiveFit> AutoLoader::MeasuredReceive() const {
   if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr) return std::nullopt;
   const policy::Costs known =
       controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
-  return FitReceiveCost(WindowSince(*receive_mark_), applied_.cut, spec_.batch.size, known);
+  return FitReceiveCost(WindowSince(*receive_mark_), applied_.cut, applied_.read_mode,
+                        spec_.batch.size, known);
 }
 
 ReceiveWindow AutoLoader::WindowSince(const ReceiveMark& was) const {

@@ -262,19 +262,26 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   return out;
 }
 
-std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, int batch_size,
-                                         const policy::Costs& known) {
+namespace {
+// The fewest samples a whole-process fit divides by: the process's CPU clock and the ops'
+// counters are read at slightly different moments, and over a few hundred samples that
+// skew is a small part of what is left.
+constexpr int64_t kMinFitSamples = 256;
+}  // namespace
+
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMode read_mode,
+                                         int batch_size, const policy::Costs& known) {
   constexpr double kMinBytes = 32 << 20;
-  constexpr int64_t kMinSamples = 256;
-  if (w.bytes < kMinBytes || w.remote_samples < kMinSamples) return std::nullopt;
+  if (w.bytes < kMinBytes || w.remote_samples < kMinFitSamples) return std::nullopt;
   const bool after_batch = cut == policy::kCutAfterBatch;
   const int n = static_cast<int>(known.ops.size());
   const int64_t local_samples = std::max<int64_t>(0, w.samples_out - w.remote_samples);
-  const double stages = known.TrainerCpuSeconds(0, n) - known.CpuSeconds(0, n);
-  const double stages_after_cut =
-      after_batch ? 0 : known.TrainerCpuSeconds(cut, n) - known.CpuSeconds(cut, n);
+  // The stages an offloaded sample runs here: those after the cut, and read_file in local_read.
+  double offloaded_stages = after_batch ? 0 : known.StageCpuSeconds(cut, n);
+  if (read_mode == ReadMode::kLocalRead) offloaded_stages += known.StageCpuSeconds(0, 1);
   const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * known.batch_cpu_s_per_sample -
-                      local_samples * stages - w.remote_samples * stages_after_cut;
+                      local_samples * known.StageCpuSeconds(0, n) -
+                      w.remote_samples * offloaded_stages;
   const double per_byte = known.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
   ReceiveFit fit;
   if (after_batch) {
@@ -288,8 +295,7 @@ std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, int ba
 }
 
 std::optional<double> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample) {
-  constexpr int64_t kMinSamples = 256;
-  if (w.samples_out < kMinSamples) return std::nullopt;
+  if (w.samples_out < kMinFitSamples) return std::nullopt;
   const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * batch_cpu_s_per_sample;
   return std::max(0.0, rest / w.samples_out);
 }

@@ -128,9 +128,10 @@ struct ReceiveWindow {
   int64_t remote_samples = 0;
   double bytes = 0;
 };
-// The trainer's cost of receiving that the window shows, offloading at `cut`. The CPU not
-// spent in ops, batching or the engine's local stages (the `known` costs: local samples pay
-// local_cpu_s_per_sample, offloaded ones the share of the stages after the cut) goes to the
+// The trainer's cost of receiving that the window shows, offloading at `cut` in `read_mode`.
+// The CPU not spent in ops, batching or the engine's local stages (the `known` costs, charged
+// as the model charges them: local samples pay local_cpu_s_per_sample, offloaded ones the
+// share of the stages they run here, read_file's too in local_read) goes to the
 // one parameter the cut tells apart: after batching (elements of `batch_size` samples) the
 // cost per byte, the per-element cost taken as known; otherwise the cost per element (a
 // sample), the bytes taken at the known uncompressed rate. Clamped to sane bounds; nullopt
@@ -139,12 +140,12 @@ struct ReceiveFit {
   std::optional<double> per_element;  // seconds per element received
   std::optional<double> per_byte;     // seconds per payload byte
 };
-std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, int batch_size,
-                                         const policy::Costs& known);
+std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMode read_mode,
+                                         int batch_size, const policy::Costs& known);
 
 // The engine's trainer CPU per sample all-local (policy::Costs::local_cpu_s_per_sample) from
 // a window of the whole process: its CPU net of the ops' and batching, over the samples
-// handed out. nullopt under 256 samples; never negative.
+// handed out. nullopt under 256 samples (kMinFitSamples); never negative.
 std::optional<double> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample);
 
 // The trainer's CPU budget for planning: the CPUs it may use (cgroup aware), but no more

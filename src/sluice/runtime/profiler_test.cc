@@ -255,22 +255,22 @@ TEST(FitReceiveCostTest, PutsTheRestOnTheParameterTheCutTellsApart) {
   ReceiveWindow w = NineHundredOfAThousandReceived();
   policy::Costs known = KnownCosts();
   // Element-wise cut: bytes at the known 2 ns (0.2 s), the other 0.3 s over 900 samples.
-  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, 64, known);
+  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, ReadMode::kRemoteRead, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_FALSE(fit->per_byte.has_value());
   EXPECT_NEAR(*fit->per_element, 0.3 / 900, 1e-12);
   // After batching: 900 / 64 elements at the known 100 us, the rest over the bytes.
   known.recv_cpu_s_per_sample = 100e-6;
-  fit = FitReceiveCost(w, policy::kCutAfterBatch, 64, known);
+  fit = FitReceiveCost(w, policy::kCutAfterBatch, ReadMode::kRemoteRead, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_FALSE(fit->per_element.has_value());
   EXPECT_NEAR(*fit->per_byte, (0.5 - 900.0 / 64 * 100e-6) / 100e6, 1e-15);
   // Too little received: nothing to say. Nonsense (more ops than process) is clamped.
   w.bytes = 1e6;
-  EXPECT_FALSE(FitReceiveCost(w, 3, 64, known).has_value());
+  EXPECT_FALSE(FitReceiveCost(w, 3, ReadMode::kRemoteRead, 64, known).has_value());
   w.bytes = 100e6;
   w.op_cpu_s = 5;
-  EXPECT_DOUBLE_EQ(*FitReceiveCost(w, 3, 64, known)->per_element, 1e-6);
+  EXPECT_DOUBLE_EQ(*FitReceiveCost(w, 3, ReadMode::kRemoteRead, 64, known)->per_element, 1e-6);
 }
 
 // The engine's cost per local sample is not receiving: with 0.1 ms of it per sample (0.02 ms
@@ -280,12 +280,16 @@ TEST(FitReceiveCostTest, TheEngineCostOfLocalStagesIsNotReceiving) {
   ReceiveWindow w = NineHundredOfAThousandReceived();
   policy::Costs known = KnownCosts();
   known.local_cpu_s_per_sample = 0.1e-3;
-  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, 64, known);
+  std::optional<ReceiveFit> fit = FitReceiveCost(w, 3, ReadMode::kRemoteRead, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_NEAR(*fit->per_element, (0.3 - 100 * 0.1e-3 - 900 * 0.04e-3) / 900, 1e-12);
+  // In local_read the offloaded samples also run read_file's stage here (0.02 ms each).
+  fit = FitReceiveCost(w, 3, ReadMode::kLocalRead, 64, known);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(*fit->per_element, (0.3 - 100 * 0.1e-3 - 900 * 0.06e-3) / 900, 1e-12);
   // After batching the offloaded samples run no stage here: only the local ones' is taken.
   known.recv_cpu_s_per_sample = 0;
-  fit = FitReceiveCost(w, policy::kCutAfterBatch, 64, known);
+  fit = FitReceiveCost(w, policy::kCutAfterBatch, ReadMode::kRemoteRead, 64, known);
   ASSERT_TRUE(fit.has_value());
   EXPECT_NEAR(*fit->per_byte, (0.5 - 100 * 0.1e-3) / 100e6, 1e-15);
 }
