@@ -7,7 +7,9 @@ a batch.
 Passes. Iterating a Loader runs one *pass* of `epochs` epochs (default: the spec's
 `epochs`, 1 unless it says otherwise). Iterating it again runs the next pass, whose epochs
 continue the numbering (so every epoch has its own shuffle and its own augmentations),
-like a PyTorch DataLoader used in `for epoch in range(n): for batch in loader:`.
+like a PyTorch DataLoader used in `for epoch in range(n): for batch in loader:`. The next
+pass goes on with the plan in force and everything the planner measured: it is not measured
+or planned again, and the pause between passes (validation, say) is not read as a step.
 
 Checkpoints. `state_dict()` records which samples the training loop has received so far
 (by epoch, as a bitmap of source indices, plus the spec's fingerprint); a Loader given that
@@ -336,6 +338,9 @@ class Loader:
         self._fingerprint = self.spec.fingerprint()
         self._lock = threading.RLock()
         self._core = None
+        # The runner of the last pass, kept for the next one: its plan, what the planner
+        # measured and its closed loop go on (a pass neither measures nor plans again).
+        self._carry = None
         self._pass = 0            # the pass being (or next to be) iterated
         self._resume = None       # the progress dict (_core.Loader's resume) for the next start
         self._finished_state = None  # the progress at the end of the last pass
@@ -371,6 +376,16 @@ class Loader:
             resume = self._resume
             self._resume = None
         self._final_report = None
+        if self._carry is not None:
+            core, self._carry = self._carry, None
+            try:
+                core.next_pass(epochs=end, resume=resume)
+            except BaseException:
+                core.close()
+                raise
+            self._core = core
+            self._emit_warnings()
+            return
         self._core = _core.Loader(
             self._json, workers=self.workers, policy=self.policy, threads=self._threads,
             epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
@@ -439,8 +454,10 @@ class Loader:
     def _end_pass(self):
         self._final_report = self.report()
         self._finished_state = self._core.progress()
-        self._core.close()
-        self._core = None
+        # The runner stays for the next pass (its Loader is replaced then); what the planner
+        # measured is saved now, as it is at close, for a process that never iterates again.
+        self._core.save()
+        self._carry, self._core = self._core, None
         self._pass += 1
         self._t_last = None
 
@@ -536,8 +553,8 @@ class Loader:
                         "consumed": progress["consumed"], "divided": dict(progress["consumed"])}
         with self._lock:
             if self._core is not None:
-                self._core.close()
-                self._core = None
+                # The runner goes on from the state (its plan kept); the pass restarts there.
+                self._carry, self._core = self._core, None
             first_epoch = progress["first_epoch"]
             self._pass = 0 if self.epochs < 0 else first_epoch // self.epochs
             self._resume = progress
@@ -588,6 +605,9 @@ class Loader:
                 self._final_report = self._core.report()
                 self._core.close()
                 self._core = None
+            if self._carry is not None:
+                self._carry.close()
+                self._carry = None
             if self._metrics is not None:
                 self._metrics.close()
             self._closed = True
@@ -600,9 +620,10 @@ class Loader:
         return False
 
     def __del__(self):
-        core = getattr(self, "_core", None)
-        if core is not None:
-            core.close()
+        for name in ("_core", "_carry"):
+            core = getattr(self, name, None)
+            if core is not None:
+                core.close()
         server = getattr(self, "_metrics", None)
         if server is not None:
             server.close()

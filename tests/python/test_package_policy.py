@@ -209,3 +209,37 @@ def test_resume_across_a_replan(sluice, heavy_spec, worker):
         assert n < MAX_BATCHES
     resumed.close()
     check_complete(sluice, heavy_spec, seen, upto)
+
+
+def test_the_next_pass_goes_on_with_the_plan_without_measuring_again(sluice, heavy_spec,
+                                                                     worker):
+    """A pass per epoch (a loader iterated again): the plan made in one pass goes on in the
+    next, with one first plan in the whole run, and every epoch arrives exactly once."""
+    seen = {}
+    with unittest.TestCase().assertLogs("sluice", level="INFO") as logs:
+        loader = sluice.Loader(heavy_spec, workers=[worker.address], epochs=1, sample_ids=True,
+                               measure_s=0.3, metric_store=False)
+        planned_in = None
+        for p in range(200):  # 6 batches a pass; the window spans passes
+            for batch in loader:
+                time.sleep(STEP_S)
+                add(seen, batch)
+            if loader.report()["decisions"]:
+                planned_in = p
+                break
+        assert planned_in is not None, "no plan in 200 passes"
+        planned = loader.report()
+        for _ in range(3):
+            for batch in loader:
+                time.sleep(STEP_S)
+                add(seen, batch)
+        after = loader.report()
+        loader.close()
+    kinds = [d["kind"] for d in after["decisions"]]
+    assert kinds.count("initial") == 1, kinds
+    assert after["time_to_plan_s"] == planned["time_to_plan_s"]
+    assert after["profile"]["loaders_created"] >= planned["profile"]["loaders_created"] + 3
+    initial_lines = [l for l in logs.output if l.startswith("INFO:sluice:initial plan")]
+    assert len(initial_lines) == 1, logs.output
+    assert after["pass"] == planned_in + 4
+    check_complete(sluice, heavy_spec, seen, planned_in + 4)

@@ -518,6 +518,49 @@ class PyLoader {
     Shutdown();
   }
 
+  // The next pass on the same runner (runtime::PolicyRunner::NextPass): the plan and what the
+  // planner measured carry over. A batch fetched for the pass that ends (a next() that a
+  // signal interrupted) is dropped: it belongs to the old pass.
+  void NextPass(int64_t epochs, const py::object& resume) {
+    std::optional<pipeline::SourceProgress> progress;
+    if (!resume.is_none()) progress = ProgressFromDict(resume.cast<py::dict>());
+    Status status;
+    {
+      py::gil_scoped_release release;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (closed_) {
+          status = absl::FailedPreconditionError("the loader is closed");
+        } else {
+          cv_.wait(lock, [&] { return !requested_ || stop_; });
+          ready_ = false;
+          end_ = false;
+          status_ = absl::OkStatus();
+          element_ = Element();
+          last_took_ns_ = -1;  // the pause between passes is not the consumer's step
+        }
+      }
+      if (status.ok()) {
+        std::lock_guard<std::mutex> lock(runner_mu_);
+        status = runner_->NextPass(
+            epochs, progress.has_value()
+                        ? std::make_shared<const pipeline::SourceProgress>(*std::move(progress))
+                        : nullptr);
+      }
+    }
+    if (!status.ok()) ThrowStatus(status);
+  }
+
+  // Saves what the planner measured to the metric store now (it is saved at close too).
+  void Save() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(runner_mu_);
+    if (runner_ == nullptr) return;
+    if (Status saved = runner_->Finish(); !saved.ok()) {
+      QueueLog(kLogWarning, absl::StrCat("metric store: ", saved.message()));
+    }
+  }
+
   py::dict Report() const {
     runtime::RunnerReport ran;
     {
@@ -820,6 +863,9 @@ PYBIND11_MODULE(_core, m) {
       .def("next", &PyLoader::Next)
       .def("cancel", &PyLoader::Cancel)
       .def("close", &PyLoader::Close)
+      .def("next_pass", &PyLoader::NextPass, py::arg("epochs"), py::arg("resume") = py::none(),
+           "starts the next pass (epochs end at `epochs`, from `resume`) keeping the plan")
+      .def("save", &PyLoader::Save, "saves the planner's measured costs to the metric store")
       .def("report", &PyLoader::Report)
       .def("progress", &PyLoader::Progress)
       .def("drain_warnings", &PyLoader::DrainWarnings)

@@ -140,10 +140,23 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
     return absl::FailedPreconditionError(
         "no loader: switching to a new plan failed earlier (that call returned why)");
   }
+  if (between_passes_) {
+    // The pause between passes (the consumer's validation, a checkpoint) is neither step nor
+    // wait, and every clock that measures training leaves it out: the run's (Seconds: no
+    // duration the controller watches grows by it), the all-local window's and the current
+    // period's (a rate over a span holding the pause would read as a fall in the rate).
+    between_passes_ = false;
+    meter_.Pause();
+    const int64_t pause = last_after_ns_ >= 0 ? before - last_after_ns_ : 0;
+    t0_ns_ += pause;
+    if (window_start_ns_ >= 0) window_start_ns_ += pause;
+    last_observe_ns_ += pause;
+  }
   meter_.Before(before);
   Status s = loader_->GetNext(out, end_of_stream);
   const int64_t after = NowNanos();
   meter_.After(after, s.ok() && !*end_of_stream ? SamplesOf(*out) : 0);
+  last_after_ns_ = after;
   SLUICE_RETURN_IF_ERROR(s);
   if (*end_of_stream) return absl::OkStatus();
   const int loaders = loaders_created_;
@@ -471,11 +484,7 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
   for (double& share : plan.worker_shares) share = std::clamp(share, 0.0, 1.0);
   if (!plan.offload || plan.ratio <= 0 || plan.worker_addresses.empty()) {
     if (offloaded_) {
-      LoaderOptions o = options_.base;
-      o.workers.clear();
-      o.ratio = 0;
-      o.cut = 0;
-      SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
+      SLUICE_RETURN_IF_ERROR(Replace(OptionsFor(plan)));
       offloaded_ = false;
       receive_mark_.reset();
       receive_mark_due_ns_ = -1;
@@ -492,29 +501,54 @@ Status AutoLoader::Apply(const policy::Plan& planned) {
     applied_ = plan;
     return absl::OkStatus();
   }
+  receive_mark_.reset();
+  receive_mark_due_ns_ = -1;
+  SLUICE_RETURN_IF_ERROR(Replace(OptionsFor(plan)));
+  offloaded_ = true;
+  applied_ = plan;
+  ScheduleReceiveMark();
+  return absl::OkStatus();
+}
+
+LoaderOptions AutoLoader::OptionsFor(const policy::Plan& plan) const {
   LoaderOptions o = options_.base;
   o.workers.clear();
+  if (!plan.offload || plan.ratio <= 0 || plan.worker_addresses.empty()) {
+    o.ratio = 0;
+    o.cut = 0;
+    return o;
+  }
   for (const std::string& address : plan.worker_addresses) {
     for (const rpc::ConnectOptions& c : options_.workers) {
       if (c.address == address) o.workers.push_back(c);
     }
   }
-  o = WithPlacement(std::move(o), plan);
+  return WithPlacement(std::move(o), plan);
+}
+
+void AutoLoader::ScheduleReceiveMark() {
   receive_mark_.reset();
   receive_mark_due_ns_ = -1;
-  SLUICE_RETURN_IF_ERROR(Replace(std::move(o)));
-  offloaded_ = true;
-  applied_ = plan;
-  if (plan.codec == policy::Codec::kNone) {
-    receive_mark_due_ns_ =
-        NowNanos() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
-    receive_recalibrated_ = false;  // a new Loader: measure it afresh
-  }
+  if (!offloaded_ || applied_.codec != policy::Codec::kNone) return;
+  receive_mark_due_ns_ = NowNanos() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
+  receive_recalibrated_ = false;  // a new Loader: measure it afresh
+}
+
+Status AutoLoader::NextPass(int64_t epochs,
+                            std::shared_ptr<const pipeline::SourceProgress> resume) {
+  spec_.epochs = epochs;
+  // The plan in force as applied (ratio and shares clamped), on a Loader for the new pass.
+  SLUICE_RETURN_IF_ERROR(Replace(OptionsFor(applied_), std::move(resume)));
+  ScheduleReceiveMark();
+  between_passes_ = true;
   return absl::OkStatus();
 }
 
-Status AutoLoader::Replace(LoaderOptions options) {
-  auto progress = std::make_shared<const pipeline::SourceProgress>(loader_->Progress());
+Status AutoLoader::Replace(LoaderOptions options,
+                           std::shared_ptr<const pipeline::SourceProgress> resume) {
+  auto progress = resume != nullptr
+                      ? std::move(resume)
+                      : std::make_shared<const pipeline::SourceProgress>(loader_->Progress());
   std::unique_ptr<Loader> old;
   {
     std::lock_guard<std::mutex> lock(swap_mu_);

@@ -120,6 +120,13 @@ class AutoLoader final : public BatchSource {
   // Saves the costs measured in this run to the metric store (when there is one and the run
   // measured them). Returns the save's status (OK when there was nothing to save).
   Status Finish();
+  // Starts the next pass over the data (a Python loader iterated again): the spec's epochs
+  // end at `epochs` and the new pass resumes at `resume`. The plan in force, the controller
+  // and everything it measured carry over, so the pass neither measures all-local again nor
+  // re-plans; only the Loader is new. The consumer's pause between passes (validation, a
+  // checkpoint) counts as neither its step nor its wait, and no measuring period spans it.
+  // Call between batches, from the consumer's thread.
+  Status NextPass(int64_t epochs, std::shared_ptr<const pipeline::SourceProgress> resume);
 
   bool planned() const { return controller_ != nullptr; }
   AutoReport Report() const;
@@ -138,7 +145,16 @@ class AutoLoader final : public BatchSource {
   Status PlanFirst(int64_t now_ns);
   Status Observe(int64_t now_ns);
   Status Apply(const policy::Plan& plan);
-  Status Replace(LoaderOptions options);
+  // The Loader options that run `plan` (its workers, placement; local when it offloads
+  // nothing).
+  LoaderOptions OptionsFor(const policy::Plan& plan) const;
+  // A new Loader with `options`, resuming from the current one's progress, or from `resume`
+  // when given.
+  Status Replace(LoaderOptions options,
+                 std::shared_ptr<const pipeline::SourceProgress> resume = nullptr);
+  // After a Loader with an uncompressed offload starts: the receive cost is measured afresh
+  // once it has settled.
+  void ScheduleReceiveMark();
   policy::Costs MeasuredCosts() const;
   void JoinProbes();
 
@@ -170,8 +186,11 @@ class AutoLoader final : public BatchSource {
   int64_t receive_mark_due_ns_ = -1;
   bool receive_recalibrated_ = false;
 
-  const pipeline::PipelineSpec spec_;
+  pipeline::PipelineSpec spec_;  // its epochs change with each pass (NextPass)
   AutoOptions options_;
+  // NextPass ran and no batch of the new pass was asked for yet: the pause ends there.
+  bool between_passes_ = false;
+  int64_t last_after_ns_ = -1;  // when the last call here returned
   // Written by the consumer's thread only (Create, Replace), under swap_mu_; Cancel() takes
   // swap_mu_ to reach it from another thread, and a Loader created after a Cancel() is
   // cancelled at once.

@@ -103,6 +103,15 @@ class AutoLoaderTest : public ::testing::Test {
     }
   }
 
+  // An in-process worker on loopback with 2 threads, reading under the temp folder.
+  static StatusOr<std::unique_ptr<rpc::GrpcWorkerServer>> StartWorker() {
+    rpc::ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.worker.threads = 2;
+    so.worker.data_root = std::filesystem::temp_directory_path().string();
+    return rpc::GrpcWorkerServer::Start(so);
+  }
+
   std::map<SampleId, std::string> Expected(const pipeline::PipelineSpec& spec) {
     auto ex = pipeline::LocalExecutor::Create(spec);
     EXPECT_TRUE(ex.ok()) << ex.status();
@@ -165,11 +174,7 @@ TEST_F(AutoLoaderTest, WithoutWorkersItPlansNoOffloadAndDeliversEverything) {
 }
 
 TEST_F(AutoLoaderTest, AStalledRunSwitchesToAnOffloadingLoaderAndLosesNothing) {
-  rpc::ServerOptions so;
-  so.listen = "127.0.0.1:0";
-  so.worker.threads = 2;
-  so.worker.data_root = std::filesystem::temp_directory_path().string();
-  auto server = rpc::GrpcWorkerServer::Start(so);
+  auto server = StartWorker();
   ASSERT_TRUE(server.ok()) << server.status();
   const pipeline::PipelineSpec spec = Spec(/*epochs=*/12);
   auto loader = AutoLoader::Create(spec, Options({(*server)->address()}));
@@ -186,6 +191,49 @@ TEST_F(AutoLoaderTest, AStalledRunSwitchesToAnOffloadingLoaderAndLosesNothing) {
   EXPECT_GT(r.profile->workers[0].cpu_budget, 0);
   EXPECT_GT(r.profile->workers[0].link_bytes_per_s, 0);
   EXPECT_GT(r.profile->consumer.stall_fraction, 0.05);
+}
+
+// A second pass (Python iterating its loader again) goes on with the plan: no new all-local
+// window and no new first plan, only a new Loader, and it delivers exactly its own epochs.
+TEST_F(AutoLoaderTest, ANextPassKeepsThePlanAndDeliversItsEpochsOnce) {
+  auto server = StartWorker();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pipeline::PipelineSpec first_pass = Spec(/*epochs=*/6);
+  auto loader = AutoLoader::Create(first_pass, Options({(*server)->address()}));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<Element> first = Drain(**loader);
+  EXPECT_TRUE(ById(first) == Expected(first_pass));
+  const AutoReport before = (*loader)->Report();
+  ASSERT_FALSE(before.timeline.empty());
+  ASSERT_TRUE(before.timeline[0].plan.offload) << before.timeline[0].plan.explanation;
+  ASSERT_TRUE(before.time_to_plan_s.has_value());
+
+  // Epochs [6, 10): the pass starts where the first ended.
+  auto resume = std::make_shared<pipeline::SourceProgress>();
+  resume->first_epoch = 6;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the consumer's pause
+  ASSERT_TRUE((*loader)->NextPass(10, resume).ok());
+  const std::vector<Element> second = Drain(**loader);
+  std::map<SampleId, std::string> want = Expected(Spec(/*epochs=*/10));
+  std::erase_if(want, [](const auto& kv) { return kv.first.epoch < 6; });
+  EXPECT_TRUE(ById(second) == want);
+
+  const AutoReport after = (*loader)->Report();
+  int initial = 0;
+  for (const policy::TimelineEntry& e : after.timeline) {
+    initial += e.kind == policy::DecisionKind::kInitial ? 1 : 0;
+  }
+  EXPECT_EQ(initial, 1);
+  EXPECT_EQ(after.time_to_plan_s, before.time_to_plan_s);
+  EXPECT_EQ(after.loaders_created, before.loaders_created + 1);
+  // The new pass ran on the plan: the worker delivered some of its samples.
+  int64_t remote_before = 0;
+  int64_t remote_after = 0;
+  for (const WorkerReport& w : before.loader.workers) remote_before += w.samples;
+  for (const WorkerReport& w : after.loader.workers) remote_after += w.samples;
+  if (before.plan.offload) {
+    EXPECT_GT(remote_after, remote_before);
+  }
 }
 
 TEST_F(AutoLoaderTest, TheMetricStoreKeepsTheCostsForTheNextRun) {

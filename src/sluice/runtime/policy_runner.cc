@@ -220,6 +220,7 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
     base.workers = o.workers;
     base = WithPlacement(std::move(base), o.policy);
   }
+  r->loader_options_ = base;
   SLUICE_ASSIGN_OR_RETURN(r->loader_, Loader::Create(r->spec_, std::move(base)));
   return r;
 }
@@ -231,6 +232,7 @@ Status PolicyRunner::OpenFastFlow() {
   local.workers.clear();
   local.cut = 0;
   local.ratio = 0;
+  loader_options_ = local;
   SLUICE_ASSIGN_OR_RETURN(loader_, Loader::Create(spec_, std::move(local)));
   return absl::OkStatus();
 }
@@ -260,7 +262,11 @@ Status PolicyRunner::PlanFastFlow() {
     AddLoaderReport(retired_, loader_->Report());
     loader_.reset();
   }
-  SLUICE_ASSIGN_OR_RETURN(loader_, Loader::Create(spec_, FastFlowLoaderOptions(*fastflow_plan_, fo)));
+  loader_options_ = FastFlowLoaderOptions(*fastflow_plan_, fo);
+  loader_options_.resume = nullptr;  // later passes resume where they start
+  LoaderOptions planned = loader_options_;
+  planned.resume = fo.base.resume;
+  SLUICE_ASSIGN_OR_RETURN(loader_, Loader::Create(spec_, std::move(planned)));
   const int64_t now = NowNanos();
   time_to_plan_s_ = t0_ns_ >= 0 ? (now - t0_ns_) / 1e9 : outcome.profiling_s;
   policy::TimelineEntry entry;
@@ -344,6 +350,22 @@ void PolicyRunner::Cancel() {
 }
 
 Status PolicyRunner::Finish() { return auto_ != nullptr ? auto_->Finish() : absl::OkStatus(); }
+
+Status PolicyRunner::NextPass(int64_t epochs,
+                              std::shared_ptr<const pipeline::SourceProgress> resume) {
+  spec_.epochs = epochs;
+  if (auto_ != nullptr) return auto_->NextPass(epochs, std::move(resume));
+  LoaderOptions o = loader_options_;
+  o.resume = std::move(resume);
+  // The new Loader first: when it cannot start, the old one (at its end) stays.
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Loader> next, Loader::Create(spec_, std::move(o)));
+  loader_->Cancel();
+  AddLoaderReport(retired_, loader_->Report());
+  loader_ = std::move(next);
+  last_return_ns_ = -1;
+  last_took_ns_ = -1;
+  return absl::OkStatus();
+}
 
 bool PolicyRunner::settled() const {
   if (auto_ != nullptr) return auto_->planned();

@@ -115,7 +115,13 @@ class PolicyRunner final : public BatchSource {
   Status GetNext(Element* out, bool* end_of_stream, const ConsumerTimes& times);
   void Cancel();
   // Saves what a planner measured for the next run (the metric store). OK when nothing to do.
+  // May be called more than once (at the end of each pass).
   Status Finish();
+  // The next pass over the data (Python iterating its loader again): the spec's epochs end at
+  // `epochs`, the pass starts at `resume`, and the policy goes on as it was: a planner keeps
+  // its plan, what it measured and its closed loop (AutoLoader::NextPass), FastFlow keeps its
+  // plan, `none` and `fixed` their placement. Only the Loader is new. Call between batches.
+  Status NextPass(int64_t epochs, std::shared_ptr<const pipeline::SourceProgress> resume);
 
   // true once the planner's first plan is applied (and always for none and fixed): what
   // TrainOptions::settled watches.
@@ -134,8 +140,10 @@ class PolicyRunner final : public BatchSource {
   Status OpenFastFlow();
   Status PlanFastFlow();
 
-  const pipeline::PipelineSpec spec_;
+  pipeline::PipelineSpec spec_;  // its epochs change with each pass (NextPass)
   RunnerOptions options_;
+  // The options loader_ was created with (none, fixed, fastflow): a new pass runs on them.
+  LoaderOptions loader_options_;
   std::string policy_text_;
   std::string local_reason_;
   std::unique_ptr<AutoLoader> auto_;

@@ -59,6 +59,9 @@ class ConsumerMeter {
   void ExtendWait(int64_t now_ns);
   // Leaves the time since the last After() out of both (the profiler's own work).
   void Exclude(int64_t now_ns);
+  // The consumer paused (between passes): the time until the next Before() is neither a step
+  // nor a wait, and no step is counted for it.
+  void Pause() { last_return_ = -1; }
   const ConsumerCounters& counters() const { return counters_; }
   // The shortest step since the last call (0 if none): the accelerator's own step time. A
   // trainer whose CPU quota throttles it wakes late from some steps, which lengthens the mean
