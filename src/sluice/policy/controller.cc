@@ -90,6 +90,11 @@ bool SamePlacement(const Plan& a, const Plan& b, double ratio_tolerance) {
          std::fabs(a.ratio - b.ratio) <= ratio_tolerance;
 }
 
+bool SameShape(const Plan& a, const Plan& b) {
+  return a.offload && b.offload && a.cut == b.cut && a.read_mode == b.read_mode &&
+         a.codec == b.codec && a.worker_addresses == b.worker_addresses;
+}
+
 void Controller::RateStats::Add(double rate) {
   ++n;
   sum += rate;
@@ -144,8 +149,23 @@ const Controller::Tried* Controller::BetterMeasured() {
 }
 
 bool Controller::MeasuredWorse(const Plan& plan) {
-  for (const Plan& lost : lost_to_local_) {
-    if (SamePlacement(lost, plan)) return true;
+  for (const Lost& lost : lost_to_local_) {
+    if (SamePlacement(lost.plan, plan)) return true;
+    // The same shape at another ratio or spill: the model's error for it, measured here,
+    // holds there too. It is believed at the share of its prediction that the lost plan
+    // delivered, and is worse unless that beats all-local as measured (in the check, or
+    // since, whichever is higher). A re-fit that made all-local look faster had re-planned a
+    // losing shape at a new ratio, and a run ended on it.
+    if (SameShape(lost.plan, plan) && lost.plan.predicted_samples_per_s > 0) {
+      double local = lost.local;
+      const Tried* all_local = Find(Plan());  // every all-local plan is one placement
+      if (all_local != nullptr && !all_local->rate.lower_bound &&
+          all_local->rate.n >= options_.min_measured_periods) {
+        local = std::max(local, all_local->rate.Mean());
+      }
+      const double delivered = lost.measured / lost.plan.predicted_samples_per_s;
+      if (!(plan.predicted_samples_per_s * delivered > local)) return true;
+    }
   }
   const Tried* t = Find(plan);
   if (t == nullptr) return false;
@@ -532,7 +552,7 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
   const double offload_rate = offload->rate.Mean();
   if (!(offload_rate > local_rate)) {
     // Measured no better: all-local stays, and the plan is not adopted again in this world.
-    lost_to_local_.push_back(against);
+    lost_to_local_.push_back({against, offload_rate, local_rate});
     return Record(t, DecisionKind::kRollback,
                   absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),
                                " samples/s against ", FormatRate(offload_rate), " for ",
@@ -567,6 +587,9 @@ std::optional<TimelineEntry> Controller::MaybeTrial(const Measurement& m) {
   }
   const Tried* known = Find(next);
   if (known != nullptr && known->rate.n >= options_.min_measured_periods) return std::nullopt;
+  // Nor one that a check measured under all-local, or its shape at a ratio where the share of
+  // its prediction it delivered does not beat all-local.
+  if (MeasuredWorse(next)) return std::nullopt;
   // Worth a trial only where the model expects more than this plan measures.
   const double measured = measured_samples_per_s();
   if (!(next.predicted_samples_per_s > measured * (1 + options_.min_rate_gap))) {

@@ -233,12 +233,22 @@ class Controller {
   bool world_changed_ = false;
   int trials_ = 0;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
-  std::vector<Plan> lost_to_local_;       // offloading plans a check measured under all-local
+  // Offloading plans an all-local check measured under all-local, with what the check
+  // measured: the plan's rate and all-local's.
+  struct Lost {
+    Plan plan;
+    double measured = 0;
+    double local = 0;
+  };
+  std::vector<Lost> lost_to_local_;
 };
 
 // Whether two plans run the same way: both local, or the same cut, read mode, codec, worker
 // set and spill, with ratios within half a ratio step (ControllerOptions::max_ratio_step).
 bool SamePlacement(const Plan& a, const Plan& b, double ratio_tolerance = 0.025);
+// Whether two offloading plans put the same ops on the same workers the same way: the same
+// cut, read mode, codec and worker set, whatever their ratios, shares and spill.
+bool SameShape(const Plan& a, const Plan& b);
 
 }  // namespace sluice::policy
 

@@ -495,6 +495,30 @@ TEST(ControllerTest, AnOffloadNotClearlyOverAllLocalIsCheckedAndLosesToIt) {
   }
 }
 
+// A placement that lost the check is not adopted again at another ratio once a re-fit makes
+// the model predict more for it (all-local measuring far over its prediction moves the
+// model): the loss says what share of its prediction the placement delivers here, and at
+// that share it does not beat all-local. (A Python run on the two-workers scenario had lost
+// the check with cut=batch and zstd, then re-planned the same placement at a lower ratio
+// after such a re-fit, and ended on it.)
+TEST(ControllerTest, APlacementThatLostTheCheckIsNotAdoptedAgainAtAnotherRatio) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  const Plan offload = c.plan();
+  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
+  int t = 1;
+  TimelineEntry e = UntilDecision(c, &t, 20, 1.01 * reference, 0.3);
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  ++t;
+  e = UntilDecision(c, &t, 30, 1.05 * reference, 0.3);
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  for (++t; t < 120; ++t) {
+    e = c.Observe(OnPlan(c, t, 0.3, 1.6 * reference));
+    EXPECT_FALSE(SameShape(c.plan(), offload)) << t << ": " << e.reason;
+  }
+}
+
 // ... and one that measures over all-local's steady rate goes back to offloading, once.
 TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
   Controller c(StandardProfile());
