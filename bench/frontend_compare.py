@@ -15,10 +15,13 @@ plan and roll it back). --oracle first sweeps each CLI scenario once (`--policie
 the best measured fixed plan of a grid of cuts, read modes, ratios and codecs), then runs that
 plan fixed in every repeat beside none and sluice, from both frontends: the oracle's rate
 is the median of those runs, measured interleaved with the runs it is compared with.
+--oracle-from EARLIER.json takes each scenario's oracle plan from an earlier output instead
+of sweeping again (the same --steps).
 
 usage: /usr/bin/python3 bench/frontend_compare.py --sluice build/bin/sluice
            --scenarios image-7to14,two-workers,storage-none [--repeats 3] [--steps N]
-           [--oracle] [--data-dir /tmp/sluice-bench-data] --out OUT.json        (as root)
+           [--oracle | --oracle-from EARLIER.json] [--data-dir /tmp/sluice-bench-data]
+           --out OUT.json        (as root)
 """
 
 import argparse
@@ -91,14 +94,22 @@ def main():
     a.add_argument("--steps", type=int, default=0, help="steps per run (0: the scenario's)")
     a.add_argument("--oracle", action="store_true",
                    help="sweep the oracle once per scenario and run its plan in every repeat")
+    a.add_argument("--oracle-from", default="",
+                   help="an earlier output whose oracle plans to run (no sweep)")
     args = a.parse_args()
+    earlier = json.load(open(args.oracle_from)) if args.oracle_from else {}
+    args.oracle = args.oracle or bool(earlier)
     results = {}
     for name in args.scenarios.split(","):
         runs = {"cli": [], "python": []}
         files = {"cli": name, "python": name + "-python"}
         scenarios = {f: scenario_file(n, args.steps, args.work_dir) for f, n in files.items()}
         oracle_plan, swept = None, None
-        if args.oracle:
+        if name in earlier:
+            oracle_plan = earlier[name]["oracle_plan"]
+            swept = earlier[name]["oracle_sweep_samples_per_s"]
+            print(f"{name} oracle (from {args.oracle_from}): {oracle_plan}", flush=True)
+        elif args.oracle:
             oracle_plan, swept = sweep(args.sluice, scenarios["cli"],
                                        os.path.join(args.work_dir, name + "-oracle"),
                                        args.data_dir)

@@ -55,7 +55,8 @@ def main():
     spec = sluice.load(args.pipeline)
     if args.files:
         d = spec.to_dict()
-        d["source"]["files"] = [args.files]
+        # As `sluice train --files`: the files, or the shards of a shards spec.
+        d["source"]["shards" if "shards" in d["source"] else "files"] = [args.files]
         spec = sluice.parse(json.dumps(d))
     workers = [w for w in args.workers.split(",") if w]
     store = args.metric_store

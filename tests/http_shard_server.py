@@ -3,8 +3,10 @@
 GET (whole or one `Range: bytes=A-B`) and HEAD, and fails a seeded share of requests
 (--fail-rate) with 500 or by closing the connection, as a flaky store does.
 
-Prints "listening on 127.0.0.1:PORT" once it serves. Counts requests in --log (one line per
-request: method, path, status) when given.
+Prints "listening on HOST:PORT" once it serves. Counts requests in --log (one line per
+request: method, path, status) when given. --host binds another address than loopback (the
+testbed's store, docs/testbed.md); --rate caps what each response body sends, in bytes per
+second (a store slower than the machine).
 """
 import argparse
 import http.server
@@ -14,6 +16,7 @@ import re
 import socketserver
 import sys
 import threading
+import time
 
 
 def main():
@@ -23,6 +26,8 @@ def main():
     p.add_argument("--fail-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log", default="")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--rate", type=float, default=0.0, help="bytes/s per response (0: no cap)")
     args = p.parse_args()
     root = os.path.realpath(args.root)
     rng = random.Random(args.seed)
@@ -106,14 +111,24 @@ def main():
                 return
             with open(path, "rb") as f:
                 f.seek(start)
-                self.wfile.write(f.read(end - start + 1))
+                body = f.read(end - start + 1)
+            if args.rate <= 0:
+                self.wfile.write(body)
+                return
+            # Paced in 64 KiB pieces: piece k leaves no earlier than k * 64 KiB / rate.
+            t0 = time.monotonic()
+            for at in range(0, len(body), 65536):
+                delay = t0 + at / args.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                self.wfile.write(body[at:at + 65536])
 
     class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True
         allow_reuse_address = True
 
-    server = Server(("127.0.0.1", args.port), Handler)
-    print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
+    server = Server((args.host, args.port), Handler)
+    print(f"listening on {args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

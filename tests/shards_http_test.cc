@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -79,15 +80,17 @@ Result RunCommand(std::vector<std::string> words, const fs::path& scratch) {
 // tests/http_shard_server.py serving `root`, failing `fail_rate` of the requests.
 class HttpServer {
  public:
+  // `rate` > 0: each response's body paced at that many bytes per second.
   static std::unique_ptr<HttpServer> Start(const fs::path& root, const fs::path& scratch,
-                                           double fail_rate = 0) {
+                                           double fail_rate = 0, double rate = 0) {
     auto s = std::unique_ptr<HttpServer>(new HttpServer());
     s->log_ = scratch / "http.log";
     s->child_ = std::make_unique<Child>(
         std::vector<std::string>{"/usr/bin/python3",
                                  std::string(SLUICE_SOURCE_DIR) + "/tests/http_shard_server.py",
                                  "--root", root.string(), "--fail-rate",
-                                 std::to_string(fail_rate), "--log", s->log_.string()},
+                                 std::to_string(fail_rate), "--log", s->log_.string(),
+                                 "--rate", std::to_string(rate)},
         scratch / "http.out");
     const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
     if (!WaitFor(
@@ -300,6 +303,44 @@ TEST_F(ShardsHttpTest, AWorkerReadsShardUrlsUnderItsDataUrlOnly) {
   Status failed = Drain(**refused, &none);
   ASSERT_FALSE(failed.ok());
   EXPECT_THAT(failed.message(), HasSubstr("--data-url"));
+}
+
+// The store's rate: a worker with the store under its --data-url measures it in the probe
+// (the planner's storage bound for that worker), as ops::MeasureReadRate does here; a local
+// path is not measured. The server paces its bodies at 4 MB/s, so a loaded machine can only
+// read it slower, never faster.
+TEST_F(ShardsHttpTest, AWorkersProbeMeasuresItsStoresRate) {
+  constexpr double kRate = 4e6;
+  const fs::path blob = dir_.path() / "data/blob.bin";
+  std::ofstream(blob, std::ios::binary) << std::string(ops::kReadRateProbeBytes, 'x');
+  auto server = HttpServer::Start(dir_.path() / "data", dir_.path(), 0, kRate);
+  ASSERT_NE(server, nullptr);
+  ops::UrlOptions options;
+  options.allow_all = true;
+  const std::unique_ptr<ops::Storage> urls = ops::MakeUrlStorage(&ops::LocalStorage(), options);
+  StatusOr<double> rate = ops::MeasureReadRate(*urls, server->Url("blob.bin"));
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_GT(*rate, 0);
+  EXPECT_LT(*rate, kRate * 1.25);
+  StatusOr<double> local = ops::MeasureReadRate(ops::LocalOrUrlStorage(), blob.string());
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(*local, 0);
+
+  auto worker = WorkerProcess::Start(dir_.path(), 0, 1, {"--data-url", server->Url("")});
+  ASSERT_NE(worker, nullptr);
+  Warnings warnings;
+  std::vector<std::string> errors;
+  const auto probes = runtime::ProbeWorkers(
+      Plan({worker->address()}, 2, 0.5, &warnings, ReadMode::kRemoteRead).workers, &errors,
+      server->Url("blob.bin"));
+  ASSERT_EQ(probes.size(), 1u);
+  ASSERT_TRUE(probes[0].has_value()) << absl::StrJoin(errors, "; ");
+  EXPECT_EQ(probes[0]->can_read, std::optional<bool>(true));
+  EXPECT_GT(probes[0]->store_bytes_per_s, 0);
+  EXPECT_LT(probes[0]->store_bytes_per_s, kRate * 1.25);
+  // What the planner takes from it.
+  EXPECT_EQ(runtime::WorkerFromProbe(*probes[0]).storage_bytes_per_s,
+            probes[0]->store_bytes_per_s);
 }
 
 // The cache: each shard fetched once whole, then read locally (the server sees no more

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -142,6 +143,50 @@ TEST_F(TestbedBenchTest, TinyScenarioEndToEnd) {
   // Offloaded batches cross the link: more bytes towards the trainer than without offload.
   EXPECT_GT(half["link_bytes"][0]["to_trainer"].get<int64_t>(),
             none["link_bytes"][0]["to_trainer"].get<int64_t>());
+}
+
+// The store (scenario `store:`): beside the trainer, a worker's remote reads come across its
+// link (the JPEGs it reads go towards the worker); beside every host, they do not. The same
+// remote-read plan, the same samples, in both.
+TEST_F(TestbedBenchTest, AStoreBesideTheTrainerIsReadAcrossTheLinkAndOneBesideTheWorkerIsNot) {
+  SKIP_WITHOUT_ROOT();
+  const std::string policy = "fixed:cut=2,ratio=1.0,read=remote";
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string at : {"trainer", "workers"}) {
+    const std::string file = dir_ + "/store-" + at + ".yaml";
+    std::ofstream(file)
+        << "name: store-" << at << "\n"
+        << "pipeline: " << SLUICE_SOURCE_DIR
+        << "/examples/pipelines/imagenet_train_shards.yaml\n"
+        << "data: {kind: jpeg, count: 192, seed: 3, width: 320, height: 240, format: tar, "
+           "shard_size: 48}\n"
+        << "trainer: {cpus: 0.5}\n"
+        << "workers:\n"
+        << "  - {cpus: 0.5, bandwidth: 1gbit}\n"
+        << "store: " << at << "\n"
+        << "accelerator_ms: 1\n"
+        << "steps: 3\n";
+    const std::string out = dir_ + "/store-" + at + ".json";
+    const pid_t pid = Start({"bench", file, "--no-verify", "--policies", policy, "--json", out,
+                             "--work-dir", dir_ + "/work-" + at, "--data-dir", dir_ + "/data"},
+                            "store-" + at);
+    ASSERT_EQ(Wait(pid), 0) << Log("store-" + at);
+    EXPECT_TRUE(ResourcesOfPid(pid).empty()) << ResourcesOfPid(pid).ToString();
+    std::ifstream in(out);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["scenario"]["store"], at);
+    ASSERT_TRUE(j["policies"].contains(policy)) << j["policies"].dump();
+    runs[at] = j["policies"][policy];
+    // Everything went to the worker, which read it from the store.
+    EXPECT_GT(runs[at]["share"]["w0"].get<double>(), 0.9) << runs[at].dump();
+  }
+  // 192+ JPEGs of 320x240 (about 20 KB each) cross towards the worker only when the store is
+  // the trainer's; otherwise that direction carries splits and acknowledgements.
+  const int64_t across = runs["trainer"]["link_bytes"][0]["to_worker"].get<int64_t>();
+  const int64_t beside = runs["workers"]["link_bytes"][0]["to_worker"].get<int64_t>();
+  EXPECT_GT(across, 2 * beside) << "to the worker: " << across << " bytes with the store at the "
+                                << "trainer, " << beside << " with one beside the worker";
+  EXPECT_GT(across, 192 * 10000);
 }
 
 TEST_F(TestbedBenchTest, SigtermMidRunTearsEverythingDown) {

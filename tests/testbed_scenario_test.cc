@@ -97,6 +97,26 @@ TEST(TestbedScenarioTest, DataOfEitherGeneratorBecomesGenDataFlags) {
   EXPECT_TRUE(no_boxes->data_options.empty());
 }
 
+// A data set in shards, served from a store beside the trainer or beside every host.
+TEST(TestbedScenarioTest, ShardsAndAStore) {
+  StatusOr<Scenario> sc = ParseScenario(
+      Edit("width: 64", "width: 64, format: tar, shard_size: 100") + "store: trainer\n",
+      "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  EXPECT_TRUE(sc->data_shards);
+  EXPECT_EQ(sc->data_options.at("format"), "tar");
+  EXPECT_EQ(sc->data_options.at("shard-size"), "100");
+  EXPECT_EQ(sc->store, StoreAt::kTrainer);
+  StatusOr<Scenario> beside = ParseScenario(
+      Edit("width: 64", "width: 64, format: tar") + "store: workers\n", "s.yaml");
+  ASSERT_TRUE(beside.ok()) << beside.status();
+  EXPECT_EQ(beside->store, StoreAt::kWorkers);
+  StatusOr<Scenario> plain = ParseScenario(kExample, "s.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->data_shards);
+  EXPECT_EQ(plain->store, StoreAt::kNone);
+}
+
 // A Python training loop as the trainer (bench/python_trainer.py).
 TEST(TestbedScenarioTest, APythonTrainerIsAFrontend) {
   StatusOr<Scenario> py = ParseScenario(
@@ -139,6 +159,13 @@ TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {
       {"bad boxes", Edit("width: 64", "boxes: maybe"), "data.boxes: expected true or false"},
       {"workers not a list", Edit("workers:\n", "workers: 3\nx:\n"), "workers"},
       {"syntax", "name: [unclosed", "s.yaml:1:"},
+      {"bad format", Edit("width: 64", "format: zip"), "data.format: expected files or tar"},
+      {"shard size without shards", Edit("width: 64", "shard_size: 10"),
+       "data.shard_size: applies to format: tar only"},
+      {"bad store", kExample + std::string("store: s3\n"),
+       "store: expected none, trainer or workers"},
+      {"store without shards", kExample + std::string("store: trainer\n"),
+       "store: a store serves shards: the data set needs data: {format: tar}"},
   };
   for (const BadCase& c : cases) {
     StatusOr<Scenario> sc = ParseScenario(c.yaml, "s.yaml");

@@ -59,6 +59,8 @@ using testbed::Testbed;
 
 constexpr const char* kCommand = "bench";
 constexpr int kWorkerPort = 7700;
+// The store (scenario `store:`): tests/http_shard_server.py on Testbed::kStoreAddress.
+constexpr int kStorePort = 8700;
 
 // ---------------------------------------------------------------------------------------
 // Policies.
@@ -273,11 +275,20 @@ class BenchRunner {
  public:
   BenchRunner(BenchOptions options, Scenario scenario)
       : options_(std::move(options)), scenario_(std::move(scenario)), self_(SelfPath()) {}
+  ~BenchRunner() { StopStores(); }
 
   StatusOr<json> Run();
 
  private:
   Status GenerateData();
+  // scenario.store: the HTTP stores, outside every host's CPU quota (a storage service, not
+  // the host's CPU), and the routes that make Testbed::kStoreAddress name the right one.
+  Status StartStores();
+  Status StartStore(const testbed::Host& host, const std::string& name);
+  void StopStores();
+  // The data set as the trainer names it (--files): the loose files, the shards on disk, or
+  // the shards' URLs at the store.
+  std::string DataFiles() const;
   Status StartWorker(int i);
   Status StartWorkers();
   Status RestoreWorld();
@@ -292,6 +303,7 @@ class BenchRunner {
   std::string empty_dir_;
   std::unique_ptr<Testbed> testbed_;
   std::vector<pid_t> worker_pids_;
+  std::vector<pid_t> store_pids_;
   PolicyContext context_;
   int run_counter_ = 0;
   // Every successful train run so far, by its --policy argument: a sweep reuses a grid
@@ -334,6 +346,87 @@ Status BenchRunner::GenerateData() {
   return absl::OkStatus();
 }
 
+// A file of the source tree above this binary (build/bin/sluice), e.g. bench/python_trainer.py.
+StatusOr<fs::path> SourceFile(const std::string& self, const std::string& relative) {
+  std::error_code ec;
+  const fs::path bin = fs::absolute(fs::path(self), ec).parent_path();
+  for (fs::path dir = bin; !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir / relative, ec)) return dir / relative;
+    if (dir == dir.parent_path()) break;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      relative, " not found above ", bin.string(), " (run the sluice binary of a source tree's build)"));
+}
+
+std::string StoreUrl() {
+  return absl::StrCat("http://", Testbed::kStoreAddress, ":", kStorePort, "/");
+}
+
+Status BenchRunner::StartStore(const testbed::Host& host, const std::string& name) {
+  SLUICE_ASSIGN_OR_RETURN(fs::path script, SourceFile(self_, "tests/http_shard_server.py"));
+  const std::string log = absl::StrCat(options_.work_dir, "/store-", name, ".log");
+  Testbed::SpawnOptions spawn;
+  spawn.stdout_path = log;
+  spawn.stderr_path = log + ".err";
+  spawn.join_cgroup = false;
+  const std::vector<std::string> argv = {"/usr/bin/python3", script.string(), "--root",
+                                         data_dir_,          "--host",        Testbed::kStoreAddress,
+                                         "--port",           absl::StrCat(kStorePort)};
+  SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(host, argv, spawn));
+  store_pids_.push_back(pid);
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    if (g_signal.load() != 0) return Interrupted();
+    if (Tail(log).find("listening on") != std::string::npos) return absl::OkStatus();
+    int wstatus = 0;
+    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
+      store_pids_.pop_back();
+      return absl::InternalError(
+          absl::StrCat("the store beside ", name, " exited at start: ", Tail(log + ".err")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("the store beside ", name, " did not start"));
+}
+
+Status BenchRunner::StartStores() {
+  if (scenario_.store == testbed::StoreAt::kNone) return absl::OkStatus();
+  SLUICE_RETURN_IF_ERROR(testbed_->AddStoreAddress(testbed_->trainer()));
+  SLUICE_RETURN_IF_ERROR(StartStore(testbed_->trainer(), "trainer"));
+  for (int i = 0; i < testbed_->num_workers(); ++i) {
+    if (scenario_.store == testbed::StoreAt::kTrainer) {
+      SLUICE_RETURN_IF_ERROR(testbed_->RouteStoreToTrainer(i));
+    } else {
+      SLUICE_RETURN_IF_ERROR(testbed_->AddStoreAddress(testbed_->worker(i)));
+      SLUICE_RETURN_IF_ERROR(StartStore(testbed_->worker(i), absl::StrCat("w", i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void BenchRunner::StopStores() {
+  for (pid_t pid : store_pids_) {
+    kill(pid, SIGKILL);
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+  }
+  store_pids_.clear();
+}
+
+std::string BenchRunner::DataFiles() const {
+  if (!scenario_.data_shards) {
+    return data_dir_ + (scenario_.data_kind == "wav" ? "/**/*.wav" : "/**/*.jpg");
+  }
+  if (scenario_.store == testbed::StoreAt::kNone) return data_dir_ + "/shards/shard-*.tar";
+  // A URL cannot be globbed: the shards as a brace range (gen-data numbers them from 0).
+  int64_t shards = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(data_dir_ + "/shards", ec)) {
+    shards += e.path().extension() == ".tar" ? 1 : 0;
+  }
+  return absl::StrFormat("%sshards/shard-{000000..%06d}.tar", StoreUrl(),
+                         std::max<int64_t>(shards, 1) - 1);
+}
+
 Status BenchRunner::StartWorker(int i) {
   const testbed::WorkerScenario& w = scenario_.workers[i];
   std::vector<std::string> argv = {
@@ -347,6 +440,10 @@ Status BenchRunner::StartWorker(int i) {
   if (w.storage == StorageKind::kSlow) {
     argv.push_back("--read-limit");
     argv.push_back(absl::StrCat(static_cast<int64_t>(w.storage_bytes_per_s)));
+  }
+  if (scenario_.store != testbed::StoreAt::kNone && w.storage != StorageKind::kNone) {
+    argv.push_back("--data-url");
+    argv.push_back(StoreUrl());
   }
   const std::string log = absl::StrCat(options_.work_dir, "/worker-", i, ".log");
   Testbed::SpawnOptions spawn;
@@ -397,22 +494,12 @@ constexpr double kEventSettleS = 15;
 // it shares with `sluice train`. The script is found in the source tree above this binary
 // (build/bin/sluice), the Python module in its build tree (build/python).
 StatusOr<std::vector<std::string>> PythonTrainerCommand(const std::string& self) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path bin = fs::absolute(fs::path(self), ec).parent_path();
-  const fs::path build = bin.parent_path();
-  fs::path script;
-  for (fs::path dir = bin; !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / "bench/python_trainer.py", ec)) {
-      script = dir / "bench/python_trainer.py";
-      break;
-    }
-    if (dir == dir.parent_path()) break;
-  }
-  if (script.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "trainer.frontend python: bench/python_trainer.py not found above ", bin.string(),
-        " (run the sluice binary of a source tree's build)"));
+  const fs::path build = fs::absolute(fs::path(self), ec).parent_path().parent_path();
+  StatusOr<fs::path> script = SourceFile(self, "bench/python_trainer.py");
+  if (!script.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("trainer.frontend python: ", script.status().message()));
   }
   bool module = false;
   for (const auto& e : fs::directory_iterator(build / "python/sluice", ec)) {
@@ -423,7 +510,7 @@ StatusOr<std::vector<std::string>> PythonTrainerCommand(const std::string& self)
         "trainer.frontend python: no Python module in ", (build / "python/sluice").string(),
         " (it is built when pybind11-dev is installed: scripts/install-deps.sh)"));
   }
-  return std::vector<std::string>{"/usr/bin/python3", script.string(), "--build-dir",
+  return std::vector<std::string>{"/usr/bin/python3", script->string(), "--build-dir",
                                   build.string()};
 }
 
@@ -439,7 +526,7 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   argv.insert(argv.end(), {
       scenario_.ResolvePipelinePath(),
       "--files",
-      data_dir_ + (scenario_.data_kind == "wav" ? "/**/*.wav" : "/**/*.jpg"),
+      DataFiles(),
       "--accelerator-ms",
       absl::StrCat(scenario_.accelerator_ms),
       "--steps",
@@ -513,6 +600,11 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   out["run_samples_per_s"] = result.value("samples_per_s", 0.0);
   out["plan"] = result.value("plan", json::object());
   out["time_to_plan_s"] = result.value("time_to_plan_s", 0.0);
+  // What a planner measured of the workers at the start (CPU, link, RTT, storage rate).
+  if (result.contains("profile") && result["profile"].is_object() &&
+      result["profile"].contains("measured") && result["profile"]["measured"].is_object()) {
+    out["workers_measured"] = result["profile"]["measured"].value("workers", json::array());
+  }
   out["wall_s"] = result.value("wall_s", 0.0);
   out["samples"] = result.value("samples", 0);
   // Share of the samples processed per host.
@@ -720,7 +812,11 @@ StatusOr<json> BenchRunner::Run() {
                         {"data",
                          {{"kind", scenario_.data_kind},
                           {"count", scenario_.data_count},
-                          {"seed", scenario_.data_seed}}}};
+                          {"seed", scenario_.data_seed},
+                          {"shards", scenario_.data_shards}}}};
+  report["scenario"]["store"] = scenario_.store == testbed::StoreAt::kTrainer   ? "trainer"
+                                : scenario_.store == testbed::StoreAt::kWorkers ? "workers"
+                                                                                : "none";
   report["scenario"]["workers"] = json::array();
   for (const testbed::WorkerScenario& w : scenario_.workers) {
     std::string storage = w.storage == StorageKind::kShared ? "shared"
@@ -784,6 +880,7 @@ StatusOr<json> BenchRunner::Run() {
     return report;
   }
 
+  SLUICE_RETURN_IF_ERROR(StartStores());
   SLUICE_RETURN_IF_ERROR(StartWorkers());
   report["policies"] = json::object();
   for (const std::string& name : options_.policies) {

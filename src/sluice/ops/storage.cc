@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sluice/core/clock.h"
 #include "sluice/ops/url_storage.h"
 
 namespace sluice::ops {
@@ -203,6 +204,29 @@ Status CheckReadable(const Storage& storage, std::string_view path) {
                                                    ", only regular files are read"));
   }
   return absl::OkStatus();
+}
+
+StatusOr<double> MeasureReadRate(const Storage& storage, std::string_view path) {
+  if (!IsUrl(path)) return 0.0;
+  SLUICE_ASSIGN_OR_RETURN(int64_t size, storage.Size(path));
+  const int64_t most = std::min(size, kReadRateProbeBytes);
+  if (most <= 1) return 0.0;
+  const auto timed = [&](int64_t bytes) -> StatusOr<double> {
+    const int64_t t0 = NowNanos();
+    SLUICE_RETURN_IF_ERROR(storage.ReadRange(path, 0, bytes, bytes).status());
+    return (NowNanos() - t0) / 1e9;
+  };
+  SLUICE_ASSIGN_OR_RETURN(double latency_s, timed(1));
+  double rate = 0;
+  for (int64_t n = std::min<int64_t>(64 << 10, most);; n = std::min(4 * n, most)) {
+    SLUICE_ASSIGN_OR_RETURN(double took_s, timed(n));
+    const double transfer_s = took_s - latency_s;
+    if (transfer_s >= std::max(latency_s, kReadRateMinTimedS)) {
+      rate = static_cast<double>(n) / transfer_s;
+    }
+    if (took_s >= kReadRateTargetS || n == most) break;
+  }
+  return rate;
 }
 
 namespace {

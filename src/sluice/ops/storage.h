@@ -77,6 +77,25 @@ class Storage {
 // InvalidArgument naming what it is instead). Reads no bytes.
 Status CheckReadable(const Storage& storage, std::string_view path);
 
+// The rate, in bytes per second, at which `storage` delivers the bytes of the URL `path` (an
+// object store, a web server), as the link probe times a link: a 1-byte ranged read (the
+// request's own latency), then reads of the file's first 64 KiB, 256 KiB, ... up to
+// kReadRateProbeBytes (or the whole file), until one takes kReadRateTargetS; the rate is the
+// last read's bytes over its time less the latency. 0 when `path` is not a URL (a local disk
+// is not what limits a worker here) or when no transfer outlasted both the latency and
+// kReadRateMinTimedS (too short to time: the store is faster than this probe can tell, or a
+// shard cache served it). Takes about 4 x kReadRateTargetS at the most. Errors: the reads'.
+StatusOr<double> MeasureReadRate(const Storage& storage, std::string_view path);
+// 2 MiB: 16 ms at 1 Gbit, 30 times a LAN request's latency.
+inline constexpr int64_t kReadRateProbeBytes = 2 << 20;
+// The link probe's target (rpc::ProbeWorker): long enough that a request's latency and the
+// scheduler's jitter are a small part of it, short enough that the probe of a slow store
+// (2 MB/s: 256 KiB) stays far inside the probe's deadline.
+inline constexpr double kReadRateTargetS = 0.1;
+// A transfer shorter than this is within the clock's and the scheduler's jitter (the link
+// probe's rule: docs/policy.md).
+inline constexpr double kReadRateMinTimedS = 0.002;
+
 // Paths as given. Shared, stateless.
 const Storage& LocalStorage();
 

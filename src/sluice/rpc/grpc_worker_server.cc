@@ -228,6 +228,10 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         response->set_path_error(std::string(readable.message()));
       } else {
         response->set_path_readable(1);
+        // What the worker's store delivers (a URL's): the planner's storage bound for it.
+        if (StatusOr<double> rate = service_->MeasureReadRate(request->check_path()); rate.ok()) {
+          response->set_store_bytes_per_s(*rate);
+        }
       }
     }
     response->set_read_limit_bytes_per_s(service_->options().read_limit_bytes_per_s);

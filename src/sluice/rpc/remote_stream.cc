@@ -547,6 +547,7 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     if (resp.path_readable() != 0) probe.can_read = resp.path_readable() == 1;
     probe.read_error = resp.path_error();
     probe.read_limit_bytes_per_s = resp.read_limit_bytes_per_s();
+    probe.store_bytes_per_s = resp.store_bytes_per_s();
     probe.info.version = resp.version();
     probe.info.ops.assign(resp.ops().begin(), resp.ops().end());
     probe.info.cpu_budget = resp.cpu_budget();

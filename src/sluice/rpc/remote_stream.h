@@ -112,6 +112,8 @@ struct LinkProbe {
   std::optional<bool> can_read;
   std::string read_error;
   double read_limit_bytes_per_s = 0;  // the worker's --read-limit (0: none)
+  // For a URL `check_path` the worker can read: its store's measured rate (0: not measured).
+  double store_bytes_per_s = 0;
 };
 
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing

@@ -893,6 +893,10 @@ Status WorkerService::CheckReadable(std::string_view path) const {
   return ops::CheckReadable(*shared_->storage, path);
 }
 
+StatusOr<double> WorkerService::MeasureReadRate(std::string_view path) const {
+  return ops::MeasureReadRate(*shared_->storage, path);
+}
+
 int WorkerService::open_sessions() const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->open;

@@ -386,6 +386,8 @@ class WorkerService {
 
   // What GetInfo answers (address left empty).
   WorkerInfo Info() const;
+  // ops::MeasureReadRate on the worker's storage (its data root and --data-url prefixes).
+  StatusOr<double> MeasureReadRate(std::string_view path) const;
   const WorkerOptions& options() const { return options_; }
   size_t max_message_bytes() const { return options_.max_message_bytes; }
 

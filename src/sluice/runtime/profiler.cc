@@ -223,7 +223,13 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
   w.link_bytes_per_s = probe.bytes_per_s;
   w.rtt_s = probe.rtt_s;
   w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage
-  w.storage_bytes_per_s = probe.read_limit_bytes_per_s;  // its --read-limit, if any
+  // Its storage's rate: its --read-limit, or what its URL store measured, the lower of the
+  // two when both are known (0: neither limits it).
+  w.storage_bytes_per_s = probe.read_limit_bytes_per_s;
+  if (probe.store_bytes_per_s > 0 &&
+      (w.storage_bytes_per_s <= 0 || probe.store_bytes_per_s < w.storage_bytes_per_s)) {
+    w.storage_bytes_per_s = probe.store_bytes_per_s;
+  }
   return w;
 }
 

@@ -128,7 +128,8 @@ class Parser {
     if (!root.IsMap()) return Error(root, "", "a scenario is a mapping (name, pipeline, ...)");
     SLUICE_RETURN_IF_ERROR(CheckKeys(
         root, "",
-        {"name", "pipeline", "data", "trainer", "workers", "accelerator_ms", "steps", "events"}));
+        {"name", "pipeline", "data", "trainer", "workers", "accelerator_ms", "steps", "events",
+         "store"}));
     for (const char* required : {"name", "pipeline", "data", "trainer", "workers", "steps"}) {
       if (!root[required]) return Error(root, required, "missing");
     }
@@ -157,6 +158,16 @@ class Parser {
         SLUICE_ASSIGN_OR_RETURN(int64_t v, Integer(kv.second, path, 1));
         if (v != 16000 && v != 22050) return Error(kv.second, path, "expected 16000 or 22050");
         sc.data_options["sample-rate"] = absl::StrCat(v);
+      } else if (key == "format") {
+        SLUICE_ASSIGN_OR_RETURN(std::string format, String(kv.second, path));
+        if (format != "files" && format != "tar") {
+          return Error(kv.second, path, "expected files or tar (shards)");
+        }
+        sc.data_shards = format == "tar";
+        if (sc.data_shards) sc.data_options["format"] = "tar";
+      } else if (key == "shard_size") {
+        SLUICE_ASSIGN_OR_RETURN(int64_t v, Integer(kv.second, path, 1));
+        sc.data_options["shard-size"] = absl::StrCat(v);
       } else if (key == "boxes") {
         bool boxes = false;
         if (!kv.second.IsScalar() || !YAML::convert<bool>::decode(kv.second, boxes)) {
@@ -166,8 +177,11 @@ class Parser {
       } else {
         return Error(kv.first, path,
                      "unknown key (expected one of: kind, count, seed, width, height, quality, "
-                     "classes, boxes (jpeg), sample_rate (wav))");
+                     "classes, boxes (jpeg), sample_rate (wav), format, shard_size)");
       }
+    }
+    if (sc.data_options.count("shard-size") && !sc.data_shards) {
+      return Error(data["shard_size"], "data.shard_size", "applies to format: tar only");
     }
     // Options of one generator only.
     for (const char* jpeg_only : {"width", "height", "quality", "boxes"}) {
@@ -241,6 +255,21 @@ class Parser {
                               Number(root["accelerator_ms"], "accelerator_ms", 0, false));
     }
     SLUICE_ASSIGN_OR_RETURN(sc.steps, Integer(root["steps"], "steps", 1));
+
+    if (const YAML::Node store = root["store"]) {
+      const std::string text = store.IsScalar() ? store.Scalar() : "";
+      if (text == "trainer") {
+        sc.store = StoreAt::kTrainer;
+      } else if (text == "workers") {
+        sc.store = StoreAt::kWorkers;
+      } else if (text != "none") {
+        return Error(store, "store", "expected none, trainer or workers");
+      }
+      if (sc.store != StoreAt::kNone && !sc.data_shards) {
+        return Error(store, "store",
+                     "a store serves shards: the data set needs data: {format: tar}");
+      }
+    }
 
     if (const YAML::Node events = root["events"]) {
       if (!events.IsSequence()) return Error(events, "events", "expected a list of events");

@@ -8,6 +8,7 @@
 //     - {cpus: 1.0, bandwidth: 1gbit, latency: 0.2ms, storage: shared}
 //   accelerator_ms: 30
 //   steps: 400
+//   store: trainer                                    # optional: none, trainer, workers
 //   events:                                           # optional
 //     - {at_s: 20, worker: 0, cpus: 0.5}
 //     - {at_s: 30, worker: 1, kill: true}
@@ -15,7 +16,13 @@
 // bandwidth: <number><bit|kbit|mbit|gbit> (decimal, as tc writes it); latency:
 // <number><us|ms|s>; storage: shared (reads the data set), none (no data: only work on
 // already-decoded elements), slow:<rate> with rate <number><B|KB|MB|GB|KiB|MiB|GiB> per
-// second (a token bucket on the worker's reads). Unknown keys are errors. Errors read
+// second (a token bucket on the worker's reads). data: {format: tar, shard_size: N} packs the
+// data set in tar shards as well (gen-data --format tar; the pipeline reads source.shards).
+// store: where the data set is served over HTTP (a shards data set only): `trainer`, one
+// store in the trainer's network namespace, which the trainer reads over loopback and the
+// workers over their shaped links; `workers`, a store beside every host (its own namespace),
+// so no host's reads cross a link; `none` (the default), the hosts' shared disk. A worker
+// with storage none is not given the store's URL. Unknown keys are errors. Errors read
 // `file:line:col: workers[1].bandwidth: message`.
 // Plain values; the parser is thread-safe.
 #ifndef SLUICE_TESTBED_SCENARIO_H_
@@ -34,6 +41,7 @@
 namespace sluice::testbed {
 
 enum class StorageKind { kShared, kNone, kSlow };
+enum class StoreAt { kNone, kTrainer, kWorkers };
 
 struct WorkerScenario {
   double cpus = 1.0;
@@ -58,6 +66,8 @@ struct Scenario {
   int64_t data_count = 0;
   uint64_t data_seed = 1;
   std::map<std::string, std::string> data_options;  // further gen-data flags
+  bool data_shards = false;  // data.format tar: packed in shards too (data_options has it)
+  StoreAt store = StoreAt::kNone;
   double trainer_cpus = 1.0;
   // What trains: "cli" (`sluice train`) or "python" (bench/python_trainer.py: the Python
   // loader in a training loop, with the same flags and report).

@@ -254,6 +254,16 @@ Testbed::Testbed(std::string run_id, TestbedSpec spec, CgroupVersion version)
   }
 }
 
+Status Testbed::AddStoreAddress(const Host& host) const {
+  return RunChecked(
+      {"ip", "-n", host.netns, "addr", "add", absl::StrCat(kStoreAddress, "/32"), "dev", "lo"});
+}
+
+Status Testbed::RouteStoreToTrainer(int worker) const {
+  return RunChecked({"ip", "-n", workers_[worker].netns, "route", "add",
+                     absl::StrCat(kStoreAddress, "/32"), "via", TrainerAddressFor(worker)});
+}
+
 std::string Testbed::TrainerAddressFor(int worker) const {
   return absl::StrCat("10.213.", worker, ".1");
 }
@@ -411,9 +421,11 @@ StatusOr<pid_t> Testbed::Spawn(const Host& host, const std::vector<std::string>&
     char digits[24];
     for (pid_t p = getpid(); p > 0; p /= 10) digits[n++] = static_cast<char>('0' + p % 10);
     for (int i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
-    const int cg = open(procs.c_str(), O_WRONLY);
-    if (cg < 0 || write(cg, buf, n) != n) fail(1);
-    close(cg);
+    if (options.join_cgroup) {
+      const int cg = open(procs.c_str(), O_WRONLY);
+      if (cg < 0 || write(cg, buf, n) != n) fail(1);
+      close(cg);
+    }
     if (setns(ns_fd, CLONE_NEWNET) != 0) fail(2);
     if (!options.stdout_path.empty()) {
       const int fd = open(options.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

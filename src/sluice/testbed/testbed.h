@@ -97,6 +97,10 @@ class Testbed {
   struct SpawnOptions {
     std::string stdout_path;  // empty: inherit
     std::string stderr_path;  // empty: inherit
+    // false: the child joins only the host's network namespace, not its cgroup: a service
+    // beside the host (the store) whose CPU is not the host's quota. Teardown does not find
+    // such a child in the cgroup: the caller stops it.
+    bool join_cgroup = true;
   };
   // Starts `argv` inside `host`: the child joins the host's cgroup and network namespace
   // before exec, runs in its own process group with no signal blocked, and gets SIGKILL when
@@ -107,6 +111,13 @@ class Testbed {
   StatusOr<pid_t> Spawn(const Host& host, const std::vector<std::string>& argv) const {
     return Spawn(host, argv, SpawnOptions{});
   }
+
+  // The store's address (a /32): AddStoreAddress(host) puts it on the host's loopback, for a
+  // store serving in that namespace; RouteStoreToTrainer(i) sends worker i's traffic for it
+  // to the trainer, over their shaped link. Every host can then name the store by one URL.
+  static constexpr char kStoreAddress[] = "10.213.255.1";
+  Status AddStoreAddress(const Host& host) const;
+  Status RouteStoreToTrainer(int worker) const;
 
   // Changes a host's CPU quota (for scenario events).
   Status SetCpus(const Host& host, double cpus) const;
