@@ -346,6 +346,24 @@ Status BenchRunner::GenerateData() {
   return absl::OkStatus();
 }
 
+// Waits (15 s at most) until the process `pid` (`what`, for messages) says "listening on" in
+// `log`: OK then; an error naming its stderr when it exited first (*exited set), or when it
+// did not start, or Interrupted on a signal.
+Status WaitListening(pid_t pid, const std::string& log, const std::string& err,
+                     const std::string& what, bool* exited) {
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    if (g_signal.load() != 0) return Interrupted();
+    if (Tail(log).find("listening on") != std::string::npos) return absl::OkStatus();
+    int wstatus = 0;
+    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
+      *exited = true;
+      return absl::InternalError(absl::StrCat(what, " exited at start: ", Tail(err)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(what, " did not start listening"));
+}
+
 // A file of the source tree above this binary (build/bin/sluice), e.g. bench/python_trainer.py.
 StatusOr<fs::path> SourceFile(const std::string& self, const std::string& relative) {
   std::error_code ec;
@@ -374,18 +392,10 @@ Status BenchRunner::StartStore(const testbed::Host& host, const std::string& nam
                                          "--port",           absl::StrCat(kStorePort)};
   SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(host, argv, spawn));
   store_pids_.push_back(pid);
-  for (int attempt = 0; attempt < 300; ++attempt) {
-    if (g_signal.load() != 0) return Interrupted();
-    if (Tail(log).find("listening on") != std::string::npos) return absl::OkStatus();
-    int wstatus = 0;
-    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
-      store_pids_.pop_back();
-      return absl::InternalError(
-          absl::StrCat("the store beside ", name, " exited at start: ", Tail(log + ".err")));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return absl::DeadlineExceededError(absl::StrCat("the store beside ", name, " did not start"));
+  bool exited = false;
+  Status ready = WaitListening(pid, log, spawn.stderr_path, "the store beside " + name, &exited);
+  if (exited) store_pids_.pop_back();
+  return ready;
 }
 
 Status BenchRunner::StartStores() {
@@ -451,19 +461,11 @@ Status BenchRunner::StartWorker(int i) {
   spawn.stderr_path = absl::StrCat(options_.work_dir, "/worker-", i, ".err");
   SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(testbed_->worker(i), argv, spawn));
   worker_pids_[i] = pid;
-  // Ready when it says where it listens.
-  for (int attempt = 0; attempt < 300; ++attempt) {
-    if (g_signal.load() != 0) return Interrupted();
-    if (Tail(log).find("listening on") != std::string::npos) return absl::OkStatus();
-    int wstatus = 0;
-    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
-      worker_pids_[i] = -1;
-      return absl::InternalError(
-          absl::StrCat("worker ", i, " exited at start: ", Tail(spawn.stderr_path)));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return absl::DeadlineExceededError(absl::StrCat("worker ", i, " did not start listening"));
+  bool exited = false;
+  Status ready =
+      WaitListening(pid, log, spawn.stderr_path, absl::StrCat("worker ", i), &exited);
+  if (exited) worker_pids_[i] = -1;
+  return ready;
 }
 
 Status BenchRunner::StartWorkers() {

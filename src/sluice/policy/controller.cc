@@ -149,6 +149,13 @@ const Controller::Tried* Controller::BetterMeasured() {
 }
 
 bool Controller::MeasuredWorse(const Plan& plan) {
+  // All-local's steady rate measured since the checks, when there is one.
+  double local_now = 0;
+  const Tried* all_local = Find(Plan());  // every all-local plan is one placement
+  if (all_local != nullptr && !all_local->rate.lower_bound &&
+      all_local->rate.n >= options_.min_measured_periods) {
+    local_now = all_local->rate.Mean();
+  }
   for (const Lost& lost : lost_to_local_) {
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
@@ -157,14 +164,10 @@ bool Controller::MeasuredWorse(const Plan& plan) {
     // since, whichever is higher). A re-fit that made all-local look faster had re-planned a
     // losing shape at a new ratio, and a run ended on it.
     if (SameShape(lost.plan, plan) && lost.plan.predicted_samples_per_s > 0) {
-      double local = lost.local;
-      const Tried* all_local = Find(Plan());  // every all-local plan is one placement
-      if (all_local != nullptr && !all_local->rate.lower_bound &&
-          all_local->rate.n >= options_.min_measured_periods) {
-        local = std::max(local, all_local->rate.Mean());
-      }
       const double delivered = lost.measured / lost.plan.predicted_samples_per_s;
-      if (!(plan.predicted_samples_per_s * delivered > local)) return true;
+      if (!(plan.predicted_samples_per_s * delivered > std::max(lost.local, local_now))) {
+        return true;
+      }
     }
   }
   const Tried* t = Find(plan);

@@ -470,26 +470,46 @@ TEST(ControllerTest, TheStartUpAllLocalRateIsALowerBoundNotEvidenceAgainstAllLoc
 // slower than all-local in steady state: all-local runs a few periods as a check and the
 // higher measured mean stays. Measured lower, the offload is not adopted again in this world
 // (the stall while not offloading would otherwise re-plan it every cool-down).
+// The first plan, measured 1% over all-local's reference (the larger of the start-up reading
+// and the model's prediction) with a 30% stall, until all-local's check; all-local then
+// measures 5% over it. The decisions, their times and the reference, for the tests to check.
+struct LostCheck {
+  Plan offload;
+  double reference = 0;
+  TimelineEntry trial;
+  int trial_t = 0;
+  TimelineEntry rollback;
+  int t = 0;  // the rollback's
+};
+LostCheck LoseTheAllLocalCheck(Controller& c) {
+  LostCheck l;
+  c.Start(0, 555);
+  l.offload = c.plan();
+  l.reference = std::max(555.0, l.offload.predicted_local_samples_per_s);
+  int t = 1;
+  l.trial = UntilDecision(c, &t, 20, 1.01 * l.reference, 0.3);
+  l.trial_t = t;
+  ++t;
+  l.rollback = UntilDecision(c, &t, 30, 1.05 * l.reference, 0.3);
+  l.t = t;
+  return l;
+}
+
 TEST(ControllerTest, AnOffloadNotClearlyOverAllLocalIsCheckedAndLosesToIt) {
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  ASSERT_TRUE(c.plan().offload);
-  const Plan offload = c.plan();
-  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
-  int t = 1;
-  TimelineEntry e = UntilDecision(c, &t, 20, 1.01 * reference, 0.3);
-  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
-  EXPECT_EQ(t, 5);  // settled at 3, three periods: 3, 4, 5
-  EXPECT_FALSE(c.plan().offload);
-  EXPECT_THAT(e.reason, HasSubstr("as a check"));
-  ++t;
-  e = UntilDecision(c, &t, 30, 1.05 * reference, 0.3);
-  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
-  EXPECT_EQ(t, 10);  // settled at 8, three periods
-  EXPECT_THAT(e.reason, HasSubstr("all-local stays"));
+  const LostCheck l = LoseTheAllLocalCheck(c);
+  ASSERT_TRUE(l.offload.offload);
+  const Plan& offload = l.offload;
+  const double reference = l.reference;
+  ASSERT_EQ(l.trial.kind, DecisionKind::kTrial) << l.trial.reason;
+  EXPECT_EQ(l.trial_t, 5);  // settled at 3, three periods: 3, 4, 5
+  EXPECT_THAT(l.trial.reason, HasSubstr("as a check"));
+  ASSERT_EQ(l.rollback.kind, DecisionKind::kRollback) << l.rollback.reason;
+  EXPECT_EQ(l.t, 10);  // settled at 8, three periods
+  EXPECT_THAT(l.rollback.reason, HasSubstr("all-local stays"));
   EXPECT_FALSE(c.plan().offload);
   // The stall lasts; the plan that lost is neither re-planned nor tried again.
-  for (++t; t < 120; ++t) {
+  for (int t = l.t + 1; t < 120; ++t) {
     c.Observe(OnPlan(c, t, 0.3, 1.05 * reference));
     EXPECT_FALSE(c.plan().offload && SamePlacement(c.plan(), offload)) << t;
   }
@@ -503,19 +523,13 @@ TEST(ControllerTest, AnOffloadNotClearlyOverAllLocalIsCheckedAndLosesToIt) {
 // after such a re-fit, and ended on it.)
 TEST(ControllerTest, APlacementThatLostTheCheckIsNotAdoptedAgainAtAnotherRatio) {
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  ASSERT_TRUE(c.plan().offload);
-  const Plan offload = c.plan();
-  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
-  int t = 1;
-  TimelineEntry e = UntilDecision(c, &t, 20, 1.01 * reference, 0.3);
-  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
-  ++t;
-  e = UntilDecision(c, &t, 30, 1.05 * reference, 0.3);
-  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
-  for (++t; t < 120; ++t) {
-    e = c.Observe(OnPlan(c, t, 0.3, 1.6 * reference));
-    EXPECT_FALSE(SameShape(c.plan(), offload)) << t << ": " << e.reason;
+  const LostCheck l = LoseTheAllLocalCheck(c);
+  ASSERT_TRUE(l.offload.offload);
+  ASSERT_EQ(l.trial.kind, DecisionKind::kTrial) << l.trial.reason;
+  ASSERT_EQ(l.rollback.kind, DecisionKind::kRollback) << l.rollback.reason;
+  for (int t = l.t + 1; t < 120; ++t) {
+    const TimelineEntry e = c.Observe(OnPlan(c, t, 0.3, 1.6 * l.reference));
+    EXPECT_FALSE(SameShape(c.plan(), l.offload)) << t << ": " << e.reason;
   }
 }
 
