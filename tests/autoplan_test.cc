@@ -221,10 +221,24 @@ TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
   EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
   EXPECT_TRUE(j["timeline"][0]["plan"]["offload"].get<bool>()) << j["timeline"].dump(2);
   EXPECT_EQ(j["plan"]["policy"], "sluice");
-  EXPECT_TRUE(j["plan"]["offload"].get<bool>()) << j["plan"].dump(2);
-  EXPECT_GT(j["plan"]["ratio"].get<double>(), 0);
-  ASSERT_EQ(j["plan"]["workers"].size(), 1u);
-  EXPECT_EQ(j["plan"]["workers"][0]["address"], worker->address());
+  // The run ends offloading, unless all-local was measured against the offloading plan and
+  // won (a slow or sanitized build on a loaded machine can make receiving cost what
+  // decoding does): the planner never keeps a plan measured slower than all-local. That
+  // check is an all-local trial followed by a rollback that stays all-local.
+  bool checked_and_lost = false;
+  for (size_t i = 1; i < j["timeline"].size(); ++i) {
+    const nlohmann::json& trial = j["timeline"][i - 1];
+    const nlohmann::json& end = j["timeline"][i];
+    checked_and_lost |= trial["kind"] == "trial" && !trial["plan"]["offload"].get<bool>() &&
+                        end["kind"] == "rollback" && !end["plan"]["offload"].get<bool>();
+  }
+  if (!checked_and_lost) {
+    EXPECT_TRUE(j["plan"]["offload"].get<bool>()) << j["timeline"].dump(2);
+    EXPECT_GT(j["plan"]["ratio"].get<double>(), 0);
+    ASSERT_EQ(j["plan"]["workers"].size(), 1u);
+    EXPECT_EQ(j["plan"]["workers"][0]["address"], worker->address());
+  }
+  ASSERT_EQ(j["places"]["workers"].size(), 1u) << j["places"].dump(2);
   EXPECT_GT(j["places"]["workers"][0]["samples"].get<int64_t>(), 0);
   EXPECT_GT(j["time_to_plan_s"].get<double>(), 0);
   EXPECT_GT(j["profile"]["measured"]["consumer"]["stall_fraction"].get<double>(), 0.05);
