@@ -116,11 +116,26 @@ struct LinkProbe {
   double store_bytes_per_s = 0;
 };
 
+// The link probe's time per reading and in all. It runs on the trainer's CPU while the
+// pipeline starts, so every byte of it delays the first batch (on a 0.5-CPU trainer, four
+// repeats of a 0.1 s reply had put the first plan 0.15 s later, docs/BENCHMARKS.md):
+// - a reading of kLinkProbeTargetS is long against a scheduler slice (4 ms at most on a
+//   loaded machine: under 10%) and against a rate shaper's burst (a 20 ms target had read a
+//   1 Gbit link at 199 MB/s);
+// - the whole probe stays within the shortest measuring window before a first plan
+//   (AutoOptions::stored_measure_s, 0.5 s), so the plan does not wait for it.
+// The closed loop measures each link in use and corrects what the probe read.
+inline constexpr double kLinkProbeTargetS = 0.05;
+inline constexpr double kLinkProbeMaxS = 0.5;
+
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing
 // size until one takes at least `target_s` (the bandwidth is its bytes over its time less the
-// RTT), within `max_s` in all and the worker's message limit. Errors as RemoteStream::Open's.
-StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s = 0.1,
-                                double max_s = 1.0, const std::string& check_path = "");
+// RTT), within `max_s` in all and the worker's message limit; then repeats that reply once.
+// Errors as RemoteStream::Open's.
+StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect,
+                                double target_s = kLinkProbeTargetS,
+                                double max_s = kLinkProbeMaxS,
+                                const std::string& check_path = "");
 
 class RemoteStream {
  public:

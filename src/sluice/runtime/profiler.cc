@@ -255,7 +255,7 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   for (size_t i = 0; i < workers.size(); ++i) {
     threads.emplace_back([&, i] {
       StatusOr<rpc::LinkProbe> p =
-          rpc::ProbeWorker(workers[i], /*target_s=*/0.1, /*max_s=*/1.0, check_path);
+          rpc::ProbeWorker(workers[i], rpc::kLinkProbeTargetS, rpc::kLinkProbeMaxS, check_path);
       if (p.ok()) {
         out[i] = *std::move(p);
       } else {
