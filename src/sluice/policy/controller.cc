@@ -445,6 +445,9 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
     what.push_back(absl::StrCat(Fmt(*cpu_s_per_element * 1e6), " us per element (was ",
                                 Fmt(profile_.costs.recv_cpu_s_per_sample * 1e6), ")"));
     profile_.costs.recv_cpu_s_per_sample = *cpu_s_per_element;
+    // Fitted at the plan in force's cut (an element-wise one: a fit per element is taken
+    // only there): what the model needs to carry it to other cuts.
+    profile_.costs.recv_fit_bytes_per_element = BytesAtCut(profile_.costs, plan_.cut);
   }
   if (cpu_s_per_byte.has_value()) {
     double before = 0;
@@ -454,6 +457,8 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
     what.push_back(absl::StrCat(Fmt(*cpu_s_per_byte * 1e9), " ns per byte (was ",
                                 Fmt(before * 1e9), ")"));
     SetReceiveCost(&profile_.costs, *cpu_s_per_byte);
+    // The bytes' part is measured now: the per-element figure is read per element only.
+    if (!cpu_s_per_element.has_value()) profile_.costs.recv_fit_bytes_per_element = 0;
   }
   TimelineEntry out;
   Replan(t_s,

@@ -335,7 +335,10 @@ TEST(ControllerTest, StallWhileLocalStartsOffloading) {
 
 // Receiving measured on the whole process: a large cost per element moves the cut to after
 // batching, where an element is a whole batch; a cost per byte moves every codec.
-TEST(ControllerTest, RecalibratedReceiveCostMovesTheCut) {
+// A receive cost fitted per element at cut 4 is kept with the bytes it was fitted on, and
+// after batching (4x the bytes a sample) it is charged per byte, not divided by the batch:
+// it re-plans, but not to after-batch. A per-byte fit then reads it per element again.
+TEST(ControllerTest, ARecalibratedReceiveCostIsCarriedToOtherCutsPessimistically) {
   Profile p = StandardProfile();
   p.costs.codecs.push_back(testing::Zstd());
   ControllerOptions options;
@@ -343,21 +346,27 @@ TEST(ControllerTest, RecalibratedReceiveCostMovesTheCut) {
   Controller c(p, options);
   c.Start(0);
   ASSERT_EQ(c.plan().cut, 4);
+  const double before = c.plan().predicted_samples_per_s;
 
   TimelineEntry e = c.RecalibrateReceive(5, 0.5e-3, std::nullopt);
   EXPECT_EQ(e.kind, DecisionKind::kRecalibrate);
-  EXPECT_EQ(c.plan().cut, kCutAfterBatch) << e.reason;
   EXPECT_THAT(e.reason, HasSubstr("500 us per element (was 0)"));
-  EXPECT_DOUBLE_EQ(c.effective_profile().costs.recv_cpu_s_per_sample, 0.5e-3);
-  // After batching the element is 64 samples (0.5 ms / 64 per sample): the worker's 1111/s
-  // and the trainer's spare CPU, where cut 4 would now give at most 952.
-  EXPECT_GT(c.plan().predicted_samples_per_s, 1200);
+  Costs costs = c.effective_profile().costs;
+  EXPECT_DOUBLE_EQ(costs.recv_cpu_s_per_sample, 0.5e-3);
+  EXPECT_DOUBLE_EQ(costs.recv_fit_bytes_per_element, 150e3);  // cut 4's
+  EXPECT_NE(c.plan().cut, kCutAfterBatch) << e.reason;
+  EXPECT_LT(c.plan().predicted_samples_per_s, before);
+  const ModelOptions model;  // after-batch allowed
+  EXPECT_GE(Evaluate(c.effective_profile(), {kCutAfterBatch}, model)
+                .trainer_cpu_s_per_offloaded_sample,
+            4 * 0.5e-3);
 
   e = c.RecalibrateReceive(6, std::nullopt, 3e-9);
   EXPECT_THAT(e.reason, HasSubstr("3 ns per byte (was 1)"));
-  const Costs costs = c.effective_profile().costs;
+  costs = c.effective_profile().costs;
   EXPECT_DOUBLE_EQ(costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, 3e-9);
   EXPECT_DOUBLE_EQ(costs.CostOf(Codec::kZstd)->trainer_cpu_s_per_byte, 3.5e-9);
+  EXPECT_EQ(costs.recv_fit_bytes_per_element, 0);
   EXPECT_EQ(Count(c, DecisionKind::kRecalibrate), 2);
 }
 
@@ -399,10 +408,11 @@ TEST(ControllerTest, AReplanThatMeasuresWorseIsRolledBackWithItsReading) {
   const double good = c.plan().predicted_samples_per_s;
   Feed(c, 1, 6, good);
   EXPECT_EQ(c.measured_periods(), 4);  // t = 3..6
-  // A reading of a dear receive per element: the model moves to after batching.
+  // A reading of a dear receive per element (2 ms, more than a sample costs here): the
+  // model moves to all-local.
   const TimelineEntry r = c.RecalibrateReceive(7, 2e-3, std::nullopt);
   ASSERT_EQ(r.kind, DecisionKind::kRecalibrate);
-  ASSERT_EQ(c.plan().cut, kCutAfterBatch) << r.reason;
+  ASSERT_FALSE(c.plan().offload) << r.reason;
   // ... which measures far under cut 4.
   int t = 8;
   const TimelineEntry e = UntilDecision(c, &t, 30, 0.6 * good);
@@ -424,12 +434,12 @@ TEST(ControllerTest, AReplanThatMeasuresTheSameIsKept) {
   const double good = c.plan().predicted_samples_per_s;
   Feed(c, 1, 6, good);
   ASSERT_EQ(c.RecalibrateReceive(7, 2e-3, std::nullopt).kind, DecisionKind::kRecalibrate);
-  ASSERT_EQ(c.plan().cut, kCutAfterBatch);
+  ASSERT_FALSE(c.plan().offload);
   for (int t = 8; t < 40; ++t) {
     const double jitter = t % 2 ? 1.01 : 0.99;
     EXPECT_NE(c.Observe(OnPlan(c, t, 0, good * jitter)).kind, DecisionKind::kRollback) << t;
   }
-  EXPECT_EQ(c.plan().cut, kCutAfterBatch);
+  EXPECT_FALSE(c.plan().offload);
 }
 
 // The first plan measures worse than the all-local rate measured before it: back to local.

@@ -90,9 +90,16 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   const double suffix =
       after_batch ? 0 : costs.TrainerCpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
   // Receiving costs per element (a sample, or a whole batch after batching) and per byte.
-  const double per_element = after_batch ? costs.recv_cpu_s_per_sample /
-                                               std::max(1, p.consumer.batch_size)
-                                         : costs.recv_cpu_s_per_sample;
+  double per_element = after_batch ? costs.recv_cpu_s_per_sample /
+                                         std::max(1, p.consumer.batch_size)
+                                   : costs.recv_cpu_s_per_sample;
+  // A whole-process fit at one cut may be a cost per byte: carried to larger elements it is
+  // charged per byte, the larger of its two readings. Dividing it by the batch had made a
+  // 297 us fit at cut 4 cost 5 us a sample after batching, where receiving cost ~800.
+  if (costs.recv_fit_bytes_per_element > 0) {
+    per_element = std::max(per_element, costs.recv_cpu_s_per_sample * k.bytes_raw /
+                                            costs.recv_fit_bytes_per_element);
+  }
   k.a_offload = suffix + per_element + k.bytes_raw * codec->trainer_cpu_s_per_byte;
   if (local_read) {
     k.a_offload +=

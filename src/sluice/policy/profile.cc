@@ -91,6 +91,8 @@ Status ValidateProfile(const Profile& p) {
   SLUICE_RETURN_IF_ERROR(
       CheckNonNegative(c.local_cpu_s_per_sample, "costs.local_cpu_s_per_sample"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.recv_cpu_s_per_sample, "costs.recv_cpu_s_per_sample"));
+  SLUICE_RETURN_IF_ERROR(
+      CheckNonNegative(c.recv_fit_bytes_per_element, "costs.recv_fit_bytes_per_element"));
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.send_cpu_s_per_byte, "costs.send_cpu_s_per_byte"));
   SLUICE_RETURN_IF_ERROR(
       CheckNonNegative(c.worker_send_cpu_s_per_byte, "costs.worker_send_cpu_s_per_byte"));
@@ -278,6 +280,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("batch_cpu_s_per_sample", &c.batch_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("local_cpu_s_per_sample", &c.local_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Number("recv_cpu_s_per_sample", &c.recv_cpu_s_per_sample));
+  SLUICE_RETURN_IF_ERROR(r.Number("recv_fit_bytes_per_element", &c.recv_fit_bytes_per_element));
   SLUICE_RETURN_IF_ERROR(r.Number("send_cpu_s_per_byte", &c.send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
   const json* codecs = nullptr;
@@ -303,6 +306,7 @@ json ToJson(const Costs& c) {
               {"batch_cpu_s_per_sample", c.batch_cpu_s_per_sample},
               {"local_cpu_s_per_sample", c.local_cpu_s_per_sample},
               {"recv_cpu_s_per_sample", c.recv_cpu_s_per_sample},
+              {"recv_fit_bytes_per_element", c.recv_fit_bytes_per_element},
               {"send_cpu_s_per_byte", c.send_cpu_s_per_byte},
               {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},
               {"codecs", codecs}};

@@ -366,5 +366,55 @@ TEST(SluicePlannerTest, TheWorkersCostOfSendingKeepsTheDemoOffAfterBatch) {
               1);
   EXPECT_LT(after_batch.workers[0].capacity_samples_per_s, 1400);
 }
+// The unequal-workers scenario (a 0.5-CPU trainer; workers of 0.25 and 1.0 CPU on 1 Gbit
+// links; a 15 ms step; 320x240 JPEGs cropped to 224x224): its first run fitted receiving at
+// cut 4 on the whole process, 297 us per element, and saved it. Divided by the batch, later
+// runs priced after-batch at ~5 us a sample and planned it; it measured 649 samples/s
+// against ~980 for cut 4 (BENCHMARKS, "planner trust"). Read per byte at the larger
+// elements, the fit keeps the plan at cut 4.
+TEST(SluicePlannerTest, AReceiveCostFittedAtOneCutIsChargedPerByteAtLargerElements) {
+  Profile p;
+  p.costs.ops = {{"read_file", 0, 20e-6, 24000},
+                 {"decode_jpeg", 1, 420e-6, 230400},
+                 {"random_resized_crop", 2, 90e-6, 150528},
+                 {"random_flip", 3, 25e-6, 150528},
+                 {"normalize", 4, 110e-6, 602112}};
+  p.costs.source_bytes_per_sample = 100;
+  p.costs.raw_bytes_per_sample = 24000;
+  p.costs.batch_cpu_s_per_sample = 90e-6;
+  p.costs.local_cpu_s_per_sample = 130e-6;
+  p.costs.recv_cpu_s_per_sample = 297e-6;
+  p.costs.worker_send_cpu_s_per_byte = 0.409e-9;
+  // zstd on the normalized batch, as those runs measured it: 3.1x on the wire (13.4 MB/s for
+  // 70 samples/s of 602 KB), 4.5 ns a byte to compress on the worker, 0.2 to take in here.
+  p.costs.codecs = {{Codec::kNone, 1.0, 0, 0.409e-9, kAnyCut},
+                    {Codec::kZstd, 3.1, 4.5e-9, 0.2e-9, kCutAfterBatch}};
+  p.consumer.step_s = 0.01513;
+  p.consumer.batch_size = 64;
+  p.consumer.stall_fraction = 0.8;
+  p.trainer_cpu_budget = 0.5;
+  // The links as that run's probe read them (the 1.0-CPU worker's at 38.2 MB/s).
+  p.workers = {Worker("w0:7700", 0.25, 1.25e8), Worker("w1:7700", 1.0, 38.2e6)};
+
+  const Plan as_before = PlanSluice(p);
+  EXPECT_EQ(as_before.cut, kCutAfterBatch) << as_before.explanation;  // what those runs chose
+
+  p.costs.recv_fit_bytes_per_element = 150528;  // fitted at cut 4
+  const Plan plan = PlanSluice(p);
+  EXPECT_EQ(plan.cut, 4) << plan.explanation;
+  const ModelOptions model;
+  const Evaluation cut4 = Evaluate(p, {4}, model);
+  const Evaluation after_batch = Evaluate(p, {kCutAfterBatch}, model);
+  // After batching a sample is 4x the bytes of cut 4: receiving it costs at least 4x the fit.
+  EXPECT_GE(after_batch.trainer_cpu_s_per_offloaded_sample, 4 * 297e-6);
+  EXPECT_GT(after_batch.trainer_cpu_s_per_offloaded_sample,
+            cut4.trainer_cpu_s_per_offloaded_sample);
+  // Where it was fitted, and at smaller elements, the fit is charged per element as before.
+  EXPECT_NEAR(cut4.trainer_cpu_s_per_offloaded_sample,
+              297e-6 + 150528 * 0.409e-9 + 110e-6 + 90e-6 + 130e-6 / 5, 1e-6);
+  const Evaluation cut0 = Evaluate(p, {0}, model);
+  EXPECT_NEAR(cut0.trainer_cpu_s_per_offloaded_sample,
+              297e-6 + 100 * 0.409e-9 + p.costs.TrainerCpuSeconds(0, 5) + 90e-6, 1e-6);
+}
 }  // namespace
 }  // namespace sluice::policy
