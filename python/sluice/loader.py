@@ -286,6 +286,8 @@ class Loader:
                  spec's `source.even` says how the remainder is made even). Each defaults to
                  the environment's RANK / WORLD_SIZE (torchrun sets them), else 0 and 1.
                  With `even: pad`, batches carry a field "padded" (bool per sample).
+    session_weight  this loader's weight where workers divide their CPU between the
+                 trainers they serve (default 1: equal shares; at most 1000).
 
     Errors: ValueError for a bad spec, argument or policy; FileNotFoundError when the
     source matches no file; ConnectionError when no worker is reachable; RuntimeError when
@@ -296,7 +298,7 @@ class Loader:
                  token=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
                  sample_ids=False, require_workers=True, connect_timeout_s=5.0,
                  split_size=None, measure_s=2.0, metric_store=None, metrics_port=None,
-                 rank=None, world_size=None):
+                 rank=None, world_size=None, session_weight=1.0):
         self.spec = as_spec(spec)
         self.rank, self.world_size = _shard_args(rank, world_size)
         self._even = self.spec.to_dict()["source"].get("even", "drop")
@@ -324,6 +326,9 @@ class Loader:
         self._require_workers = require_workers
         self._connect_timeout_s = float(connect_timeout_s)
         self._split_size = int(split_size or 0)
+        self._session_weight = float(session_weight)
+        if not 0 < self._session_weight <= 1000:
+            raise ValueError(f"session_weight: must be > 0 and at most 1000, got {session_weight!r}")
         self._measure_s = float(measure_s)
         if not 0.05 <= self._measure_s <= 600:
             raise ValueError(f"measure_s: must be in [0.05, 600] seconds, got {measure_s!r}")
@@ -391,7 +396,7 @@ class Loader:
             epochs=end, connect_timeout_s=self._connect_timeout_s, split_size=self._split_size,
             resume=resume, measure_s=self._measure_s, metric_store=self._metric_store,
             metrics=self._metrics, rank=self.rank, world_size=self.world_size,
-            **self._credentials)
+            session_weight=self._session_weight, **self._credentials)
         self._samples_per_epoch = self._core.samples_per_epoch
         if self.world_size > 1:
             note = _core.describe_shard(self.rank, self.world_size, self._even,

@@ -87,6 +87,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::string json_path;
   std::string events_path;
   double connect_timeout_s = 5;
+  double session_weight = 1;
   bool dump_checksum = false;
 
   FlagParser flags(kCommand,
@@ -131,6 +132,10 @@ int TrainCommand(const std::vector<std::string>& args) {
                   "append progress and each planner decision to OUT as they happen (JSON lines)");
   flags.AddDouble("connect-timeout", &connect_timeout_s, "S",
                   "seconds to wait for a worker at start", 0.05, 600);
+  flags.AddDouble("session-weight", &session_weight, "W",
+                  "this trainer's weight where workers divide their CPU between the trainers "
+                  "they serve (default 1: equal shares)",
+                  0.001, rpc::kMaxSessionWeight);
   // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
   // summary then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
@@ -214,6 +219,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   runtime::RunnerOptions ro;
   ro.policy = policy;
   ro.base.threads = static_cast<int>(threads);
+  ro.base.session_weight = session_weight;
   ro.base.shard = *shard;
   if (policy.name != "none") {
     std::string token;
@@ -442,6 +448,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       workers.push_back({{"address", w.address},
                          {"samples", w.samples},
                          {"bytes_received", w.bytes_received},
+                         {"cpu_share", w.cpu_share},
                          {"read_cpu_ns", w.read_cpu_ns},
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},

@@ -362,6 +362,7 @@ struct LoaderArgs {
   std::string tls_key;
   double connect_timeout_s = 5;
   uint64_t split_size = 0;
+  double session_weight = 1;  // LoaderOptions::session_weight
   // sluice/auto: seconds measured all-local before the first plan; the metric store's folder
   // ("": the default one, "off": none).
   double measure_s = 2.0;
@@ -409,6 +410,7 @@ class PyLoader {
         ValueOrThrow(runtime::ParsePolicy(args.policy, static_cast<int>(spec.ops.size())));
     options.base.threads = args.threads;
     options.base.split_size = args.split_size;
+    options.base.session_weight = args.session_weight;
     options.measure_s = args.measure_s;
     options.metrics = args.metrics;
     if (args.metric_store != "off") {
@@ -599,6 +601,7 @@ class PyLoader {
       wd["share"] = w.share;
       wd["samples"] = w.samples;
       wd["bytes_received"] = w.bytes_received;
+      wd["cpu_share"] = w.cpu_share;
       wd["connected"] = w.connected;
       wd["connects"] = w.connects;
       wd["failures"] = w.failures;
@@ -832,7 +835,7 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& tls_key, double connect_timeout_s,
                        uint64_t split_size, const py::object& resume, double measure_s,
                        const std::string& metric_store, const PyMetricsServer* metrics,
-                       int64_t rank, int64_t world_size) {
+                       int64_t rank, int64_t world_size, double session_weight) {
              LoaderArgs a;
              a.spec_json = spec_json;
              a.workers = workers;
@@ -846,6 +849,7 @@ PYBIND11_MODULE(_core, m) {
              a.tls_key = tls_key;
              a.connect_timeout_s = connect_timeout_s;
              a.split_size = split_size;
+             a.session_weight = session_weight;
              if (!resume.is_none()) a.resume = ProgressFromDict(resume.cast<py::dict>());
              a.shard = pipeline::Shard{rank, world_size};
              a.measure_s = measure_s;
@@ -859,7 +863,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("connect_timeout_s") = 5.0,
            py::arg("split_size") = 0, py::arg("resume") = py::none(), py::arg("measure_s") = 2.0,
            py::arg("metric_store") = "", py::arg("metrics") = nullptr, py::arg("rank") = 0,
-           py::arg("world_size") = 1)
+           py::arg("world_size") = 1, py::arg("session_weight") = 1.0)
       .def("next", &PyLoader::Next)
       .def("cancel", &PyLoader::Cancel)
       .def("close", &PyLoader::Close)

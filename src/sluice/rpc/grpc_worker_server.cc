@@ -76,6 +76,7 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
     }
     case WorkerOutput::Kind::kMetrics: {
       proto::Metrics* m = msg->mutable_metrics();
+      m->set_cpu_share(out.cpu_share);
       for (const WorkerOpMetrics& op : out.metrics) {
         proto::OpMetrics* o = m->add_ops();
         o->set_name(op.name);
@@ -239,6 +240,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     response->set_version(info.version);
     for (const std::string& op : info.ops) response->add_ops(op);
     response->set_cpu_budget(info.cpu_budget);
+    response->set_active_session_weight(info.active_session_weight);
     response->set_threads(info.threads);
     response->set_max_message_bytes(service_->options().max_message_bytes);
     response->set_max_sessions(service_->options().max_sessions);
@@ -291,6 +293,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     request.max_inflight_bytes = o.max_inflight_bytes();
     request.client_version = o.client_version();
     request.max_message_bytes = o.max_message_bytes();
+    request.weight = o.weight() != 0 ? o.weight() : 1;  // 0: a trainer that sends none
     request.peer = ctx->peer();
     auto opened = service_->OpenSession(request);
     if (!opened.ok()) {

@@ -148,6 +148,7 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_max_inflight_bytes(session.max_inflight_bytes);
     open->set_client_version(SluiceVersion());
     open->set_max_message_bytes(connect.max_message_bytes);
+    open->set_weight(session.weight);
     IncomingMessage incoming;
     // The stream has no deadline (it lasts the session), so the answer to Open is bounded
     // here: a worker that stops between GetInfo and Opened would otherwise hold this call
@@ -364,6 +365,7 @@ class GrpcRemoteStream final : public RemoteStream {
       } else if (msg.has_metrics()) {
         StreamEvent e;
         e.kind = StreamEvent::Kind::kMetrics;
+        e.cpu_share = msg.metrics().cpu_share();
         for (const proto::OpMetrics& o : msg.metrics().ops()) {
           WorkerOpMetrics m;
           m.name = o.name();
@@ -551,6 +553,7 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     probe.info.version = resp.version();
     probe.info.ops.assign(resp.ops().begin(), resp.ops().end());
     probe.info.cpu_budget = resp.cpu_budget();
+    probe.info.active_session_weight = resp.active_session_weight();
     probe.info.threads = resp.threads();
     limit = std::min<uint64_t>(resp.max_message_bytes(), connect.max_message_bytes);
   }

@@ -52,12 +52,18 @@ struct ConnectOptions {
   size_t max_message_bytes = 64 << 20;
 };
 
+// The largest session weight: a thousand to one is more than any sharing policy needs,
+// and keeps one session's virtual time from standing still.
+inline constexpr double kMaxSessionWeight = 1000;
+
 struct SessionConfig {
   pipeline::PipelineSpec spec;
   int cut = 0;  // ops [first_op, cut) run remotely; kCutAfterBatch: all ops and the batch
   ReadMode read_mode = ReadMode::kRemoteRead;
   Codec compression = Codec::kNone;
   size_t max_inflight_bytes = 64 << 20;  // flow-control window (credit)
+  // The session's weight in the worker's division of its CPU between sessions (> 0).
+  double weight = 1;
 };
 
 struct WorkerInfo {
@@ -66,6 +72,9 @@ struct WorkerInfo {
   std::vector<std::string> ops;  // the worker's registry
   double cpu_budget = 0;         // CPUs the worker may use
   int threads = 0;               // threads its session runs
+  // The weights of the sessions active there now (0: none, or an older worker): a new
+  // session of weight w gets cpu_budget * w / (active_session_weight + w).
+  double active_session_weight = 0;
 };
 
 // Per-op counters of the worker's session since it opened (cumulative).
@@ -93,6 +102,7 @@ struct StreamEvent {
   // kSplitDone: samples of the split the worker dropped under on_error: skip, and why.
   std::vector<std::pair<SampleId, std::string>> skipped;
   std::vector<WorkerOpMetrics> metrics;  // kMetrics
+  double cpu_share = 0;                  // kMetrics: CPUs the session is entitled to (0: unknown)
   Status status;                         // kFailed: names the worker and the cause
   size_t wire_bytes = 0;                 // kElements: bytes received for them
   double deadline_s = 0;                 // kDraining: seconds until it returns what it holds

@@ -18,6 +18,7 @@
 #include "sluice/ops/storage.h"
 #include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/source.h"
+#include "sluice/rpc/fair_share.h"
 #include "sluice/rpc/read_limiter.h"
 
 #ifndef SLUICE_VERSION
@@ -53,19 +54,40 @@ struct WorkerSession::Shared {
   // The totals the last OpTotals returned (they only grow).
   std::vector<pipeline::OpStatsSnapshot> reported_ops ABSL_GUARDED_BY(mu);
 
+  // Which open session a free thread serves (fair_share.h), and the sessions by id.
+  FairShare fair ABSL_GUARDED_BY(mu){static_cast<int64_t>(kActivityWindowS * 1e9)};
+  std::map<uint64_t, std::weak_ptr<WorkerSession>> by_id ABSL_GUARDED_BY(mu);
+  // The CPUs the worker may use, read afresh: a container's quota can change while the
+  // worker runs (and the trainers' planners re-plan when it does). Set once at construction.
+  std::function<double()> cpu_budget;
+
   int64_t Now() const { return clock ? clock() : NowNanos(); }
 
-  // The number of tasks one session may run at once: a fair share of the pool.
-  size_t Share() {
-    std::lock_guard<std::mutex> lock(mu);
-    const int n = std::max(1, open);
-    return static_cast<size_t>(std::max(1, (threads + n - 1) / n));
-  }
-  bool Schedule(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (pool == nullptr) return false;
-    pool->Schedule(std::move(fn));
+  // Session `id` has one more sample to run: a pool task that serves whichever session is
+  // owed the CPU when a thread is free (one task per sample waiting, so every sample waiting
+  // is run). False once the pool is gone.
+  static bool Enqueue(const std::shared_ptr<Shared>& shared, uint64_t id) {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    if (shared->pool == nullptr) return false;
+    shared->fair.Wait(id, shared->Now());
+    shared->pool->Schedule([shared] { RunNext(*shared); });
     return true;
+  }
+  static void RunNext(Shared& shared) {
+    std::shared_ptr<WorkerSession> session;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      const std::optional<uint64_t> next = shared.fair.Next(shared.Now());
+      if (!next.has_value()) return;  // its session closed: its samples are dropped
+      auto it = shared.by_id.find(*next);
+      if (it != shared.by_id.end()) session = it->second.lock();
+    }
+    if (session != nullptr) session->RunOne();  // which charges the session's CPU
+  }
+  // The session leaves the scheduler (its slot is given back).
+  void Retire(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    fair.Remove(id);
+    by_id.erase(id);
   }
 };
 
@@ -139,6 +161,12 @@ WorkerSession::WorkerSession(std::shared_ptr<Shared> shared, SessionInfo info)
 
 WorkerSession::~WorkerSession() { ReleaseSlot(); }
 
+double WorkerSession::cpu_share() const {
+  const double budget = shared_->cpu_budget();
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->fair.Share(info_.id, budget, shared_->Now());
+}
+
 void WorkerSession::ReleaseSlot() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -148,6 +176,7 @@ void WorkerSession::ReleaseSlot() {
   const std::vector<WorkerOpMetrics> ran = stats_ ? Metrics() : std::vector<WorkerOpMetrics>{};
   std::lock_guard<std::mutex> lock(shared_->mu);
   --shared_->open;
+  shared_->Retire(info_.id);
   shared_->reserved -= reservation_;
   for (const WorkerOpMetrics& m : ran) {
     AddOpTotals(shared_->retired_ops, {m.name, m.samples, m.cpu_ns, m.bytes_out, m.errors});
@@ -279,6 +308,7 @@ bool WorkerSession::ExpireIfSilent(int64_t now, int64_t lease_ns, double* silenc
     {
       std::lock_guard<std::mutex> shared_lock(shared_->mu);
       if (!slot_released_) --shared_->open;
+      shared_->Retire(info_.id);
       ++shared_->expired;
     }
     slot_released_ = true;
@@ -415,14 +445,27 @@ bool WorkerSession::AdmissibleLocked() const {
 
 void WorkerSession::MaybeScheduleLocked() {
   if (cancelled_ || failed_) return;
-  const size_t share = shared_->Share();
-  while (!work_.empty() && running_ < share && AdmissibleLocked()) {
+  // Up to every thread of the pool: which session a free thread serves is the fair share's
+  // choice (Shared::RunNext), so a session alone gets the whole worker.
+  const size_t threads = static_cast<size_t>(std::max(1, shared_->threads));
+  while (!work_.empty() && running_ < threads && AdmissibleLocked()) {
     ++running_;
-    if (!shared_->Schedule([self = shared_from_this()] { self->RunOne(); })) {
+    if (!Shared::Enqueue(shared_, info_.id)) {
       --running_;
       return;
     }
   }
+}
+
+void WorkerSession::EndTaskLocked(int64_t cpu_start) {
+  // Charged before the task counts as ended, so that a session seen finished is no longer
+  // being served.
+  const int64_t cpu = ThreadCpuNanos() - cpu_start;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->fair.Charge(info_.id, cpu, shared_->Now());
+  }
+  --running_;
 }
 
 Status WorkerSession::Process(Element& element) const {
@@ -430,11 +473,12 @@ Status WorkerSession::Process(Element& element) const {
 }
 
 void WorkerSession::RunOne() {
+  const int64_t cpu_start = ThreadCpuNanos();
   WorkItem item;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_ || failed_ || work_.empty()) {
-      --running_;
+      EndTaskLocked(cpu_start);
       cv_.notify_all();
       return;
     }
@@ -451,7 +495,7 @@ void WorkerSession::RunOne() {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = splits_.find(item.split_id);
     if (cancelled_ || failed_ || it == splits_.end()) {
-      --running_;
+      EndTaskLocked(cpu_start);
       cv_.notify_all();
       return;
     }
@@ -460,7 +504,7 @@ void WorkerSession::RunOne() {
     ++split.resolved;
     if (!status.ok()) {
       if (spec_.options.on_error == pipeline::OnError::kFail) {
-        --running_;
+        EndTaskLocked(cpu_start);
         FailLocked(status);
         return;
       }
@@ -484,7 +528,7 @@ void WorkerSession::RunOne() {
   }
   for (FlushJob& job : jobs) Flush(std::move(job));
   std::lock_guard<std::mutex> lock(mu_);
-  --running_;
+  EndTaskLocked(cpu_start);
   MaybeScheduleLocked();
   cv_.notify_all();
 }
@@ -684,6 +728,7 @@ WorkerSession::Next WorkerSession::NextOutput(WorkerOutput* out, int64_t timeout
       lock.unlock();
       out->kind = WorkerOutput::Kind::kMetrics;
       out->metrics = Metrics();
+      out->cpu_share = cpu_share();
       return Next::kOutput;
     }
     if (finished) {
@@ -739,6 +784,10 @@ WorkerService::WorkerService(WorkerOptions options)
   const int threads = options_.threads > 0 ? options_.threads : budget.threads();
   cpu_budget_ = options_.threads > 0 ? std::min<double>(budget.cpus(), threads) : budget.cpus();
   shared_->threads = threads;
+  shared_->cpu_budget = [threads = options_.threads] {
+    const double cpus = ProbeCpuBudget().cpus();
+    return threads > 0 ? std::min<double>(cpus, threads) : cpus;
+  };
   shared_->max_sessions = options_.max_sessions;
   shared_->memory_budget =
       options_.max_total_bytes > 0 ? options_.max_total_bytes : DefaultMemoryBudget();
@@ -881,11 +930,10 @@ WorkerInfo WorkerService::Info() const {
   WorkerInfo info;
   info.version = options_.version;
   info.ops = options_.registry->Names();
-  // Read afresh: a container's quota can change while the worker runs (and the trainer's
-  // planner re-plans when it does).
-  const double cpus = ProbeCpuBudget().cpus();
-  info.cpu_budget = options_.threads > 0 ? std::min<double>(cpus, options_.threads) : cpus;
+  info.cpu_budget = shared_->cpu_budget();
   info.threads = shared_->threads;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  info.active_session_weight = shared_->fair.ActiveWeight(shared_->Now());
   return info;
 }
 
@@ -987,6 +1035,11 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   if (local_read && !pipeline::FirstOpReadsSample(spec, *options_.registry)) {
     return absl::InvalidArgumentError(
         "local_read needs ops[0] to be read_file (the trainer runs it and sends the bytes)");
+  }
+  if (!(request.weight > 0 && request.weight <= kMaxSessionWeight)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session weight ", request.weight, " is out of range: it must be > 0 and at most ",
+        kMaxSessionWeight));
   }
   const bool after_batch = request.cut == kCutAfterBatch;
   const int end_op = after_batch ? num_ops : request.cut;
@@ -1110,6 +1163,8 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     std::erase_if(shared_->sessions,
                   [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
     shared_->sessions.push_back(session);
+    shared_->fair.Add(s.info_.id, request.weight);
+    shared_->by_id[s.info_.id] = session;
     opened = absl::StrCat("session ", s.info_.id, " opened for ",
                           request.peer.empty() ? std::string("a trainer") : request.peer, ": cut ",
                           request.cut, ", ", local_read ? "local_read" : "remote_read", ", ",

@@ -155,7 +155,16 @@ struct OpenRequest {
   std::string client_version;
   size_t max_message_bytes = 0;  // the trainer's receive limit; 0: no limit of its own
   std::string peer;              // who asks (the transport's peer address), for the log
+  // The session's weight in the division of the worker's CPU (fair_share.h): finite, > 0
+  // and at most kMaxSessionWeight.
+  double weight = 1;
 };
+
+// A session counts as active for the division of the CPU while it has work, and for this
+// long after it last ran some: three metrics intervals, so that a trainer's share does not
+// move with the gaps between its batches, and one that stopped gives its share back within
+// a few of its peers' controller periods.
+inline constexpr double kActivityWindowS = 3.0;
 
 struct SessionInfo {
   std::string worker_version;
@@ -175,6 +184,7 @@ struct WorkerOutput {
   uint64_t delivered = 0;  // kSplitDone
   std::vector<std::pair<SampleId, std::string>> skipped;  // kSplitDone
   std::vector<WorkerOpMetrics> metrics;                   // kMetrics
+  double cpu_share = 0;    // kMetrics: CPUs the session is entitled to now (cpu_share())
   Status error;                                           // kError
   double deadline_s = 0;   // kDraining: seconds until what is still held is returned
   size_t held_splits = 0;  // kDraining: splits the session holds and goes on with
@@ -266,6 +276,9 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   size_t peak_buffered_bytes() const;
   // Snapshot of the per-op counters of ops [first_op, cut).
   std::vector<WorkerOpMetrics> Metrics() const;
+  // The CPUs of the worker this session is entitled to now: the budget times its weight
+  // over the weights of the active sessions (its own counted). Sent with every kMetrics.
+  double cpu_share() const;
 
  private:
   friend class WorkerService;
@@ -311,6 +324,9 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   }
   void NotePeakLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunOne();
+  // A task of RunOne ends: its CPU since `cpu_start` is charged to the session's fair share,
+  // then it no longer counts as running.
+  void EndTaskLocked(int64_t cpu_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Process(Element& element) const;
   void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,12 +1,14 @@
 #include "sluice/rpc/worker_service.h"
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -285,6 +287,87 @@ TEST_F(WorkerServiceTest, SessionsAreIsolated) {
   EXPECT_EQ(da.metrics.back().metrics.size(), 2u);
   EXPECT_EQ(db.metrics.back().metrics[0].samples, 16);
   EXPECT_EQ(da.metrics.back().metrics[0].samples, 16);
+}
+
+// One thread, two sessions with work waiting: one whose samples cost ~30x the other's CPU.
+// Served first come first served (as before), the cheap session would finish its epoch only
+// after the costly one had run nearly all of its own; served by CPU, it finishes while the
+// costly one has run a few.
+TEST_F(WorkerServiceTest, SessionsShareTheCpuNotTheTurns) {
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  WorkerService service(options);
+  pipeline::PipelineSpec heavy_spec = spec_;
+  heavy_spec.ops[2].args["size"] = std::vector<int64_t>{320, 320};  // crop scaled up: costly
+  OpenRequest heavy_request = Request(5);
+  heavy_request.spec_json = pipeline::ToCanonicalJson(heavy_spec);
+  auto heavy = service.OpenSession(heavy_request);
+  auto light = service.OpenSession(Request(1));  // read_file only
+  ASSERT_TRUE(heavy.ok() && light.ok());
+  std::vector<Element> source = test::SourceElements(spec_, 0);
+  ASSERT_EQ(source.size(), 16u);
+  ASSERT_TRUE((*heavy)->AddSplit(0, source).ok());
+  ASSERT_TRUE((*light)->AddSplit(0, source).ok());
+  (*heavy)->CloseInput();
+  (*light)->CloseInput();
+  std::thread heavy_drain([&] { Drain(**heavy); });
+  Drained d = Drain(**light);
+  const std::vector<WorkerOpMetrics> heavy_ran = (*heavy)->Metrics();
+  heavy_drain.join();
+  EXPECT_EQ(d.elements.size(), 16u);
+  ASSERT_EQ(heavy_ran.size(), 5u);
+  EXPECT_LT(heavy_ran.back().samples, 8) << "the costly session had run "
+                                         << heavy_ran.back().samples << " of 16 samples";
+}
+
+// Each session is told the CPU it is entitled to: the budget divided by weight between the
+// sessions active (with work, or with work within kActivityWindowS).
+TEST_F(WorkerServiceTest, EachSessionIsToldItsShareOfTheCpu) {
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  std::atomic<int64_t> now{1'000'000'000};
+  options.clock = [&now] { return now.load(); };
+  WorkerService service(options);
+  const double budget = service.Info().cpu_budget;
+  ASSERT_GT(budget, 0);
+  EXPECT_EQ(service.Info().active_session_weight, 0);
+  OpenRequest weighted = Request(2);
+  weighted.weight = 3;
+  auto a = service.OpenSession(Request(2));
+  auto b = service.OpenSession(weighted);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget);  // no one else is active yet
+  SendEpoch(**a, ReadMode::kRemoteRead);
+  SendEpoch(**b, ReadMode::kRemoteRead);
+  Drained da = Drain(**a);
+  Drained db = Drain(**b);
+  // Both ran just now (the clock stands still): a quarter and three quarters.
+  EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget / 4);
+  EXPECT_DOUBLE_EQ((*b)->cpu_share(), budget * 3 / 4);
+  EXPECT_DOUBLE_EQ(service.Info().active_session_weight, 4);
+  // The last metrics carried the share.
+  ASSERT_FALSE(da.metrics.empty());
+  EXPECT_GT(da.metrics.back().cpu_share, 0);
+  EXPECT_LE(da.metrics.back().cpu_share, budget);
+  // Idle for longer than the activity window: each would have it all again.
+  now += static_cast<int64_t>((kActivityWindowS + 1) * 1e9);
+  EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget);
+  EXPECT_EQ(service.Info().active_session_weight, 0);
+  (*b)->Cancel();
+  EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget);
+}
+
+TEST_F(WorkerServiceTest, RefusesASessionWeightOutOfRange) {
+  WorkerService service(Rooted());
+  for (double w : {0.0, -1.0, kMaxSessionWeight * 2, std::nan("")}) {
+    OpenRequest r = Request(2);
+    r.weight = w;
+    auto s = service.OpenSession(r);
+    ASSERT_FALSE(s.ok()) << w;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("session weight"));
+  }
+  EXPECT_EQ(service.open_sessions(), 0);
 }
 
 TEST_F(WorkerServiceTest, SkipsCorruptSamplesAndReportsThemInSplitDone) {

@@ -250,7 +250,9 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
     profile.consumer.step_s = min_step_ns / 1e9;
   }
   for (size_t i = 0; i < probes_.size(); ++i) {
-    if (probes_[i].has_value()) profile.workers.push_back(WorkerFromProbe(*probes_[i]));
+    if (probes_[i].has_value()) {
+      profile.workers.push_back(WorkerFromProbe(*probes_[i], options_.base.session_weight));
+    }
   }
   profile.trainer_cpu_budget = TrainerCpuBudget(loader_->Report().threads);
 
@@ -301,7 +303,11 @@ Status AutoLoader::Observe(int64_t now_ns) {
   for (size_t i = 0; i < options_.workers.size(); ++i) {
     policy::WorkerMeasurement wm;
     wm.address = options_.workers[i].address;
-    wm.cpu_budget = probes_[i].has_value() ? probes_[i]->info.cpu_budget : 0;
+    // What it may give this trainer: as its session reports (the worker's CPU divided between
+    // the trainers it serves), else as its probe said.
+    wm.cpu_budget = probes_[i].has_value()
+                        ? EntitledCpu(probes_[i]->info, options_.base.session_weight)
+                        : 0;
     const WorkerReport* in_loader = nullptr;
     for (const WorkerReport& w : r.workers) {
       if (w.address == wm.address) in_loader = &w;
@@ -326,6 +332,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
           period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
       last_worker_samples_[i] = in_loader->samples;
       wm.ops = OpCostsOf(in_loader->metrics);
+      if (in_loader->cpu_share > 0) wm.cpu_budget = in_loader->cpu_share;
     }
     if (!listed_[i]) {
       // No longer listed under its name: it leaves the plan as a draining worker does.
@@ -386,9 +393,13 @@ void AutoLoader::Reprobe(int64_t now_ns) {
     for (size_t i = 0; i < reprobes_.size(); ++i) {
       if (!reprobes_[i].has_value() || !listed_[i]) continue;
       if (reachable_[i]) {
-        // A worker in use: only its reported CPU budget is refreshed (its quota may change
-        // while it runs); the link figures stay those of the full probe.
-        if (probes_[i].has_value()) probes_[i]->info.cpu_budget = reprobes_[i]->info.cpu_budget;
+        // A worker in use: only its reported CPU budget and the other trainers' sessions on
+        // it are refreshed (its quota may change while it runs, and trainers come and go);
+        // the link figures stay those of the full probe.
+        if (probes_[i].has_value()) {
+          probes_[i]->info.cpu_budget = reprobes_[i]->info.cpu_budget;
+          probes_[i]->info.active_session_weight = reprobes_[i]->info.active_session_weight;
+        }
         continue;
       }
       probes_[i] = reprobes_[i];
@@ -616,6 +627,7 @@ Status AutoLoader::Finish() {
   if (controller_ != nullptr) {
     const policy::Costs believed = controller_->effective_profile().costs;
     costs.recv_cpu_s_per_sample = believed.recv_cpu_s_per_sample;
+    costs.recv_fit_bytes_per_element = believed.recv_fit_bytes_per_element;
     if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }

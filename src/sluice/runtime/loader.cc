@@ -536,6 +536,7 @@ class RemoteLink {
     r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
     r.metrics = metrics_;
+    r.cpu_share = cpu_share_;
     return r;
   }
 
@@ -794,6 +795,7 @@ class RemoteLink {
         case rpc::StreamEvent::Kind::kMetrics: {
           std::lock_guard<std::mutex> lock(mu_);
           metrics_ = std::move(event.metrics);
+          if (event.cpu_share > 0) cpu_share_ = event.cpu_share;
           break;
         }
         case rpc::StreamEvent::Kind::kDraining:
@@ -848,6 +850,7 @@ class RemoteLink {
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::vector<rpc::WorkerOpMetrics> metrics_ ABSL_GUARDED_BY(mu_);
+  double cpu_share_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& options) {
@@ -859,6 +862,11 @@ Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& option
   }
   if (options.max_open_splits < 1) {
     return absl::InvalidArgumentError("max_open_splits must be at least 1");
+  }
+  if (!(options.session_weight > 0 && options.session_weight <= rpc::kMaxSessionWeight)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session_weight ", options.session_weight,
+                     " is out of range: it must be > 0 and at most ", rpc::kMaxSessionWeight));
   }
   SLUICE_RETURN_IF_ERROR(pipeline::CheckShard(options.shard));
   // A worker batches each split on its own, and splits end with their epoch: the batch count
@@ -1057,6 +1065,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   d.session.read_mode = opt.read_mode;
   d.session.compression = opt.codec;
   d.session.max_inflight_bytes = opt.max_inflight_bytes;
+  d.session.weight = opt.session_weight;
   if (opt.read_mode == ReadMode::kLocalRead) {
     d.read_stage = pipeline::MakeStages(d.built, d.stats.get(), 0, 1);
   }
@@ -1371,6 +1380,7 @@ void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
     if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
     if (!w.last_error.empty()) s.last_error = w.last_error;
     if (!w.metrics.empty()) s.metrics = w.metrics;
+    if (w.cpu_share > 0) s.cpu_share = w.cpu_share;
     return;
   }
   sum.push_back(w);

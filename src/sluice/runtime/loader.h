@@ -96,6 +96,9 @@ struct LoaderOptions : Placement {
   int threads = 0;          // local threads per map; 0: the spec's, then the CPU budget
   uint64_t split_size = 0;  // 0: 32 (rounded up to a multiple of the batch after batch)
   int max_open_splits = 3;  // per worker
+  // This trainer's weight in each worker's division of its CPU between the sessions of the
+  // trainers it serves (rpc/fair_share.h; > 0, at most rpc::kMaxSessionWeight).
+  double session_weight = 1;
   size_t max_inflight_bytes = 256 << 20;  // per worker stream (flow-control window)
   size_t max_buffered_bytes = 256 << 20;  // budget of the local queues
   double reconnect_initial_s = 0.1;
@@ -136,6 +139,9 @@ struct WorkerReport {
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;
   std::vector<rpc::WorkerOpMetrics> metrics;  // latest in-band metrics of its session
+  // The worker's CPUs this trainer's session is entitled to, as the worker last reported
+  // (its budget divided by weight between the trainers it serves); 0: not reported yet.
+  double cpu_share = 0;
 };
 
 struct LoaderReport {

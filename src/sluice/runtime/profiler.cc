@@ -159,6 +159,7 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
     }
     if (fallback->recv_cpu_s_per_sample > 0) {
       costs.recv_cpu_s_per_sample = fallback->recv_cpu_s_per_sample;
+      costs.recv_fit_bytes_per_element = fallback->recv_fit_bytes_per_element;
     }
   }
   if (bytes > (1 << 20) && samples > 0) {
@@ -216,10 +217,15 @@ policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_siz
   return c;
 }
 
-policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe) {
+double EntitledCpu(const rpc::WorkerInfo& info, double weight) {
+  if (!(weight > 0)) weight = 1;
+  return info.cpu_budget * weight / (std::max(0.0, info.active_session_weight) + weight);
+}
+
+policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe, double weight) {
   policy::WorkerProfile w;
   w.address = probe.info.address;
-  w.cpu_budget = probe.info.cpu_budget;
+  w.cpu_budget = EntitledCpu(probe.info, weight);
   w.link_bytes_per_s = probe.bytes_per_s;
   w.rtt_s = probe.rtt_s;
   w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage

@@ -107,7 +107,13 @@ std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_c
 
 policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_size);
 
-policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe);
+// The CPUs of a worker a new session of `weight` gets beside the sessions active there: the
+// worker divides its budget between sessions by weight (rpc/fair_share.h).
+double EntitledCpu(const rpc::WorkerInfo& info, double weight);
+
+// The worker as the planner sees it; its CPU budget is what a session of `weight` from
+// this trainer is entitled to there (EntitledCpu).
+policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe, double weight = 1);
 
 // A source file to ask the workers about (can they read the data themselves?), when ops[0]
 // is read_file: the first match of the spec's first pattern, or its first shard (a path or

@@ -1,0 +1,74 @@
+// FairShare: which session a worker's free thread serves next, so that sessions whose
+// samples cost different amounts of CPU still get the CPU in proportion to their weights.
+//
+// Each client (a worker session) has a weight (> 0; 1 by default) and a virtual time: the
+// CPU it has been charged divided by its weight. A free thread serves the waiting client
+// with the smallest virtual time (weighted fair queuing over CPU, as CFS does over tasks).
+// A client that starts waiting after an idle spell starts at the virtual time of the
+// clients being served, never behind it: idle time is not saved up as credit that would
+// later starve the others.
+//
+// The CPU a client is entitled to (`Share`) is the worker's budget times its weight over the
+// weights of the active clients: those waiting, being served, or served within the activity
+// window (a client that paused for less than the window still counts, so a trainer's
+// share does not jump between its batches). A newcomer would get its weight over the active
+// weights plus its own (`ShareForNewcomer`).
+//
+// Pure and clock-injected: callers pass the time; every decision is a table test
+// (fair_share_test.cc). Not thread-safe: the worker service calls it under its lock.
+#ifndef SLUICE_RPC_FAIR_SHARE_H_
+#define SLUICE_RPC_FAIR_SHARE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace sluice::rpc {
+
+class FairShare {
+ public:
+  // `activity_window_ns`: how long after it was last served a client still counts as active.
+  explicit FairShare(int64_t activity_window_ns) : window_ns_(activity_window_ns) {}
+
+  // A client joins with `weight` (REQUIRES: weight > 0). Re-adding an id replaces its weight.
+  void Add(uint64_t id, double weight);
+  void Remove(uint64_t id);
+
+  // The client has one more task waiting for a thread.
+  void Wait(uint64_t id, int64_t now_ns);
+  // Takes the task to run next: the waiting client with the smallest virtual time (the
+  // lower id on a tie). nullopt when no client waits.
+  std::optional<uint64_t> Next(int64_t now_ns);
+  // The task taken by Next used `cpu_ns` of CPU; the client is no longer being served.
+  void Charge(uint64_t id, int64_t cpu_ns, int64_t now_ns);
+
+  // CPUs of `budget` the client is entitled to now (its weight over the active weights; its
+  // own counted even if it is idle). 0 for an unknown id.
+  double Share(uint64_t id, double budget, int64_t now_ns) const;
+  // What a new client of `weight` would be entitled to beside the active ones.
+  double ShareForNewcomer(double weight, double budget, int64_t now_ns) const;
+  // The weights of the active clients.
+  double ActiveWeight(int64_t now_ns) const;
+
+  int waiting(uint64_t id) const;
+  double virtual_time(uint64_t id) const;
+
+ private:
+  struct Client {
+    double weight = 1;
+    double vtime = 0;       // charged CPU seconds / weight
+    int waiting = 0;        // tasks waiting for a thread
+    int serving = 0;        // tasks taken by Next and not yet charged
+    int64_t last_ns = -1;   // when it was last served or charged; -1: never
+  };
+  bool Active(const Client& c, int64_t now_ns) const;
+
+  int64_t window_ns_;
+  std::map<uint64_t, Client> clients_;
+  // The virtual time of the last task taken: where a client that was idle rejoins.
+  double clock_ = 0;
+};
+
+}  // namespace sluice::rpc
+
+#endif  // SLUICE_RPC_FAIR_SHARE_H_
