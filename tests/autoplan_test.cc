@@ -5,8 +5,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "offload_test_util.h"
+#include "sluice/core/cpu_budget.h"
 
 namespace sluice::offload_test {
 namespace {
@@ -454,6 +458,74 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   for (const nlohmann::json& e : j["timeline"]) in_report |= OffloadsTo(e, address);
   EXPECT_TRUE(in_report) << j["timeline"].dump(2);
   ExpectExactlyOnceSoFar(ReadAll(dir_->path() / "joined.out"));
+}
+
+// The samples the last progress line of a --events stream counts (0 before the first).
+int64_t ProgressSamples(const fs::path& events) {
+  int64_t samples = 0;
+  std::istringstream lines(ReadAll(events));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (lines.eof()) break;  // a line still being written
+    const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_discarded() && e["event"] == "progress") samples = e["samples"].get<int64_t>();
+  }
+  return samples;
+}
+
+// Two trainers on one worker: one streams every sample through it (a fixed plan that keeps
+// nothing local), and a second, of weight 3, plans while the first runs. The second plans
+// with the three quarters of the worker it is entitled to (not the whole worker), both run
+// on, and each delivers its samples exactly once.
+TEST_F(AutoplanTest, TwoTrainersShareAWorkerAndTheSecondPlansWithItsShare) {
+  std::unique_ptr<WorkerProcess> worker = WorkerProcess::Start(dir_->path(), 0, 1);
+  ASSERT_NE(worker, nullptr);
+  const double budget = std::min(1.0, ProbeCpuBudget().cpus());  // the worker's (--threads 1)
+  const std::string endless = (dir_->path() / "endless.yaml").string();
+  if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(dir_->path(), -1);
+  const fs::path events = dir_->path() / "first.events";
+  const pid_t first = SpawnSluice(
+      {"train", endless, "--workers", worker->address(), "--policy",
+       "fixed:cut=4,ratio=1.0,spill=workers", "--accelerator-ms", "1", "--steps", "100000000",
+       "--threads", "1", "--dump-checksum", "--json", (dir_->path() / "first.json").string(),
+       "--events", events.string()},
+      dir_->path() / "first.out", dir_->path() / "first.err");
+  ASSERT_GT(first, 0);
+  // Every sample of the first comes from the worker: samples counted mean it is served.
+  const bool served = WaitFor([&] { return ProgressSamples(events) > 0; }, 120);
+  const int64_t before = ProgressSamples(events);
+  const std::string json_path = (dir_->path() / "second.json").string();
+  Result second;
+  if (served) {
+    second = RunSluice({"train", *long_spec_path_, "--workers", worker->address(), "--policy",
+                        "sluice", "--session-weight", "3", "--accelerator-ms", "1", "--threads",
+                        "1", "--measure-s", "0.4", "--metric-store", "off", "--dump-checksum",
+                        "--json", json_path},
+                       dir_->path());
+  }
+  // The first trained on while the second ran (the progress stream is written twice a
+  // second: wait for the line after the second ended).
+  const bool went_on = served && WaitFor([&] { return ProgressSamples(events) > before; }, 60);
+  kill(first, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(first, &status, 0), first);
+  const std::string err = ReadAll(dir_->path() / "first.err");
+  ASSERT_TRUE(served) << err;
+  EXPECT_TRUE(went_on) << err;
+  ASSERT_EQ(second.exit_code, 0) << Describe(second);
+  EXPECT_EQ(second.out, *long_digests_);
+  const nlohmann::json j = Json(json_path);
+  const nlohmann::json& measured = j["profile"]["measured"];
+  ASSERT_EQ(measured["workers"].size(), 1u) << j["profile"].dump(2);
+  // Weight 3 beside the first's 1: three quarters of the worker.
+  EXPECT_NEAR(measured["workers"][0]["cpu_budget"].get<double>(), 0.75 * budget, 0.01 * budget)
+      << measured["workers"][0].dump(2);
+  ExpectExactlyOnceSoFar(ReadAll(dir_->path() / "first.out"));
+  const nlohmann::json f = Json((dir_->path() / "first.json").string());
+  ASSERT_EQ(f["places"]["workers"].size(), 1u);
+  EXPECT_GT(f["places"]["workers"][0]["samples"].get<int64_t>(), 0);
+  EXPECT_GT(f["places"]["workers"][0]["cpu_share"].get<double>(), 0);
+  EXPECT_LE(f["places"]["workers"][0]["cpu_share"].get<double>(), budget + 1e-9);
 }
 
 // Workers listed in a file (`--workers file:PATH`): the run starts with none listed, a

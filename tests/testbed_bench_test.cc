@@ -145,6 +145,54 @@ TEST_F(TestbedBenchTest, TinyScenarioEndToEnd) {
             none["link_bytes"][0]["to_trainer"].get<int64_t>());
 }
 
+// Two trainers on the trainer's host (`trainers:`), the second starting a second later,
+// sharing one worker: each runs the job, the bench reports each one's rate, their sum and
+// Jain's fairness between them, and leaves no cgroup behind.
+TEST_F(TestbedBenchTest, TwoTrainersShareTheWorkerAndTheBenchReportsEach) {
+  SKIP_WITHOUT_ROOT();
+  std::ofstream(scenario_, std::ios::trunc)
+      << "name: two-trainers\n"
+      << "pipeline: " << SLUICE_SOURCE_DIR << "/examples/pipelines/imagenet_train.yaml\n"
+      << "data: {kind: jpeg, count: 192, seed: 3, width: 64, height: 48}\n"
+      << "trainers: [{cpus: 0.4}, {cpus: 0.3, start_s: 1}]\n"
+      << "workers:\n"
+      << "  - {cpus: 0.5, bandwidth: 50mbit}\n"
+      << "accelerator_ms: 5\n"
+      << "steps: 3\n";
+  const std::string out = dir_ + "/report.json";
+  const pid_t pid = Start({"bench", scenario_, "--policies", "none,fixed:cut=2,ratio=0.5",
+                           "--json", out, "--work-dir", dir_ + "/work"},
+                          "two");
+  ASSERT_EQ(Wait(pid), 0) << Log("two");
+  EXPECT_TRUE(ResourcesOfPid(pid).empty()) << ResourcesOfPid(pid).ToString();
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["scenario"]["trainers"].size(), 2u);
+  for (const auto& [name, p] : j["policies"].items()) {
+    ASSERT_EQ(p["trainers"].size(), 2u) << name << ": " << p.dump();
+    double sum = 0;
+    for (const nlohmann::json& t : p["trainers"]) {
+      EXPECT_GT(t["samples_per_s"].get<double>(), 0) << name;
+      sum += t["samples_per_s"].get<double>();
+    }
+    EXPECT_NEAR(p["samples_per_s"].get<double>(), sum, 1e-6) << name;
+    EXPECT_EQ(p["trainers"][0]["trainer"], "trainer");
+    EXPECT_EQ(p["trainers"][1]["trainer"], "trainer1");
+    EXPECT_DOUBLE_EQ(p["trainers"][1]["start_s"].get<double>(), 1);
+    EXPECT_DOUBLE_EQ(p["trainers"][1]["cpus"].get<double>(), 0.3);
+    const double jain = p["fairness_jain"].get<double>();
+    EXPECT_GE(jain, 0.5) << name;  // 1/n is the least it can be
+    EXPECT_LE(jain, 1.0 + 1e-9) << name;
+  }
+  const nlohmann::json& half = j["policies"]["fixed:cut=2,ratio=0.5"];
+  EXPECT_GT(half["share"]["w0"].get<double>(), 0);
+  for (const nlohmann::json& t : half["trainers"]) {
+    EXPECT_EQ(t["time_to_offload_s"].get<double>(), 0) << t.dump();  // a fixed plan offloads
+  }
+  EXPECT_EQ(j["policies"]["none"]["trainers"][0]["time_to_offload_s"].get<double>(), -1);
+  EXPECT_THAT(Log("two"), HasSubstr("fairness (Jain)"));
+}
+
 // The store (scenario `store:`): beside the trainer, a worker's remote reads come across its
 // link (the JPEGs it reads go towards the worker); beside every host, they do not. The same
 // remote-read plan, the same samples, in both.

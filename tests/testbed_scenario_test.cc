@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sluice/testbed/scenario.h"
 
@@ -124,6 +125,40 @@ TEST(TestbedScenarioTest, APythonTrainerIsAFrontend) {
   ASSERT_TRUE(py.ok()) << py.status();
   EXPECT_EQ(py->trainer_frontend, "python");
   EXPECT_DOUBLE_EQ(py->trainer_cpus, 0.5);
+}
+
+// Several trainers on the trainer's host, the later ones starting later.
+TEST(TestbedScenarioTest, SeveralTrainersShareTheWorkers) {
+  StatusOr<Scenario> sc = ParseScenario(
+      Edit("trainer: {cpus: 0.5}", "trainers: [{cpus: 0.4}, {cpus: 0.3, start_s: 10}]"),
+      "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  EXPECT_DOUBLE_EQ(sc->trainer_cpus, 0.4);
+  ASSERT_EQ(sc->more_trainers.size(), 1u);
+  EXPECT_DOUBLE_EQ(sc->more_trainers[0].cpus, 0.3);
+  EXPECT_DOUBLE_EQ(sc->more_trainers[0].start_s, 10);
+  const TestbedSpec spec = sc->ToTestbedSpec();
+  EXPECT_DOUBLE_EQ(spec.trainer_cpus, 0.4);
+  EXPECT_EQ(spec.more_trainer_cpus, std::vector<double>{0.3});
+
+  const BadCase cases[] = {
+      {"both", kExample + std::string("trainers: [{cpus: 1}]\n"),
+       "trainer: give either trainer (one) or trainers (a list)"},
+      {"neither", Edit("trainer: {cpus: 0.5}\n", ""),
+       "trainer: give either trainer (one) or trainers (a list)"},
+      {"empty", Edit("trainer: {cpus: 0.5}", "trainers: []"), "trainers: expected a list of 1 to 16"},
+      {"first starts late", Edit("trainer: {cpus: 0.5}", "trainers: [{cpus: 1, start_s: 2}]"),
+       "trainers[0].start_s: the first trainer starts at 0"},
+      {"bad key", Edit("trainer: {cpus: 0.5}", "trainers: [{cpus: 1}, {cpus: 1, frontend: cli}]"),
+       "trainers[1].frontend: unknown key"},
+      {"negative start", Edit("trainer: {cpus: 0.5}", "trainers: [{cpus: 1}, {cpus: 1, start_s: -1}]"),
+       "trainers[1].start_s: must be >= 0"},
+  };
+  for (const BadCase& c : cases) {
+    StatusOr<Scenario> bad = ParseScenario(c.yaml, "s.yaml");
+    ASSERT_FALSE(bad.ok()) << c.label;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(c.expected)) << c.label;
+  }
 }
 
 TEST(TestbedScenarioTest, ErrorsPointIntoTheFile) {

@@ -172,6 +172,26 @@ def test_fixed_spill_workers_is_applied(sluice, small_spec, worker):
     assert default.report()["spill"] == "all"
 
 
+def test_a_session_weight_is_checked_and_the_worker_tells_the_share(sluice, small_spec, worker):
+    for bad in (0, -1, 1001, float("nan")):
+        with pytest.raises(ValueError, match="session_weight"):
+            sluice.Loader(small_spec, workers=[worker.address], session_weight=bad)
+    loader = sluice.Loader(small_spec, workers=[worker.address], split_size=4, session_weight=2,
+                           policy="fixed:cut=2,ratio=1.0,spill=workers", epochs=-1)
+    # The worker's in-band metrics (every second) say what this loader's session is entitled
+    # to: with no other trainer on it, the whole worker (its --threads, at most).
+    deadline = time.monotonic() + 60
+    share = 0
+    for _ in loader:
+        (w,) = loader.report()["workers"]
+        share = w["cpu_share"]
+        if share > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    loader.close()
+    assert 0 < share <= 2.0 + 1e-9
+
+
 @pytest.mark.parametrize("policy, problem", [
     ("automatic", "unknown policy"),
     ("fixed:cut=2", "ratio"),

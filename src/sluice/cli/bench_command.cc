@@ -516,11 +516,65 @@ StatusOr<std::vector<std::string>> PythonTrainerCommand(const std::string& self)
                                   build.string()};
 }
 
+// What one trainer's `sluice train --json` report says, as the bench records it.
+json TrainerSummary(const std::string& policy, const json& result) {
+  json out;
+  out["policy_arg"] = policy;
+  // Steady-state figures (after the warm-up steps) where the run has them.
+  const json& rates = result.contains("steady") ? result["steady"] : result;
+  out["samples_per_s"] = rates.value("samples_per_s", 0.0);
+  out["stall_fraction"] = rates.value("stall_fraction", 0.0);
+  out["run_samples_per_s"] = result.value("samples_per_s", 0.0);
+  out["plan"] = result.value("plan", json::object());
+  out["time_to_plan_s"] = result.value("time_to_plan_s", 0.0);
+  // What a planner measured of the workers at the start (CPU, link, RTT, storage rate).
+  if (result.contains("profile") && result["profile"].is_object() &&
+      result["profile"].contains("measured") && result["profile"]["measured"].is_object()) {
+    out["workers_measured"] = result["profile"]["measured"].value("workers", json::array());
+  }
+  out["wall_s"] = result.value("wall_s", 0.0);
+  out["samples"] = result.value("samples", 0);
+  return out;
+}
+
+// Jain's fairness index of `rates`: (sum x)^2 / (n sum x^2), 1 when all are equal, 1/n when
+// one has everything; 1 for no rates or all zero.
+double JainIndex(const std::vector<double>& rates) {
+  double sum = 0;
+  double squares = 0;
+  for (double r : rates) {
+    sum += r;
+    squares += r * r;
+  }
+  return squares > 0 ? sum * sum / (static_cast<double>(rates.size()) * squares) : 1.0;
+}
+
+// Seconds from a run's start to its first plan that offloads (0 for a fixed plan that
+// does; -1 when none did).
+double TimeToOffload(const json& result) {
+  if (result.contains("timeline") && result["timeline"].is_array()) {
+    for (const json& e : result["timeline"]) {
+      if (e.contains("plan") && e["plan"].value("offload", false)) return e.value("t_s", 0.0);
+    }
+  }
+  // A fixed plan has no decisions: it offloads from the start if it sends anything away.
+  const json plan = result.value("plan", json::object());
+  const bool fixed_offload =
+      plan.value("policy", "") == "fixed" && plan.value("ratio", 0.0) > 0;
+  return fixed_offload ? 0.0 : -1.0;
+}
+
 StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag) {
   SLUICE_RETURN_IF_ERROR(RestoreWorld());
   const int run = run_counter_++;
-  const std::string json_path = absl::StrCat(options_.work_dir, "/train-", run, ".json");
-  const std::string log = absl::StrCat(options_.work_dir, "/train-", run, ".log");
+  const int trainers = testbed_->num_trainers();
+  // Trainer 0's files keep the names of a one-trainer run; trainer k's carry "-k".
+  const auto file = [&](int k, const char* ext) {
+    return k == 0 ? absl::StrCat(options_.work_dir, "/train-", run, ext)
+                  : absl::StrCat(options_.work_dir, "/train-", run, "-", k, ext);
+  };
+  const std::string json_path = file(0, ".json");
+  const std::string log = file(0, ".log");
   std::vector<std::string> argv = {self_, "train"};
   if (scenario_.trainer_frontend == "python") {
     SLUICE_ASSIGN_OR_RETURN(argv, PythonTrainerCommand(self_));
@@ -536,12 +590,8 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       // Data never runs out: a planner's planning steps come on top of --steps.
       "--epochs",
       "-1",
-      "--threads",
-      absl::StrCat(std::max(1, static_cast<int>(std::ceil(scenario_.trainer_cpus)))),
       "--policy",
-      policy,
-      "--json",
-      json_path});
+      policy});
   if (policy == "sluice") {
     // Costs learnt by one run of the bench are reused by the next (the metric store).
     argv.push_back("--metric-store");
@@ -559,15 +609,50 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
   for (int i = 0; i < testbed_->num_workers(); ++i) {
     before.push_back(LinkBytes(testbed_->trainer().netns, testbed_->TrainerVeth(i)));
   }
-  std::fprintf(stderr, "sluice bench: %s: %s\n", tag.c_str(), policy.c_str());
-  Testbed::SpawnOptions spawn;
-  spawn.stdout_path = log;
-  spawn.stderr_path = log + ".err";
-  SLUICE_ASSIGN_OR_RETURN(pid_t pid, testbed_->Spawn(testbed_->trainer(), argv, spawn));
+  std::fprintf(stderr, "sluice bench: %s: %s%s\n", tag.c_str(), policy.c_str(),
+               trainers > 1 ? absl::StrCat(" (", trainers, " trainers)").c_str() : "");
+  std::vector<pid_t> pids(trainers, -1);
+  const auto spawn_trainer = [&](int k) -> Status {
+    std::vector<std::string> args = argv;
+    args.insert(args.end(),
+                {"--threads",
+                 absl::StrCat(std::max(1, static_cast<int>(std::ceil(testbed_->trainer(k).cpus)))),
+                 "--json", file(k, ".json")});
+    Testbed::SpawnOptions spawn;
+    spawn.stdout_path = file(k, ".log");
+    spawn.stderr_path = file(k, ".log") + ".err";
+    SLUICE_ASSIGN_OR_RETURN(pids[k], testbed_->Spawn(testbed_->trainer(k), args, spawn));
+    return absl::OkStatus();
+  };
+  // Trainers still running when this returns early (an error, a signal) are stopped.
+  struct StopLeft {
+    std::vector<pid_t>* pids;
+    ~StopLeft() {
+      for (pid_t& p : *pids) {
+        if (p <= 0) continue;
+        kill(-p, SIGKILL);
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+        p = -1;
+      }
+    }
+  } stop_left{&pids};
+  SLUICE_RETURN_IF_ERROR(spawn_trainer(0));
+  const auto run_start = std::chrono::steady_clock::now();
   std::vector<bool> applied(scenario_.events.size(), false);
   std::vector<double> applied_unix_s(scenario_.events.size(), 0);
   Status event_error;
-  auto tick = [&](double elapsed) {
+  std::vector<bool> started(trainers, false);
+  started[0] = true;
+  auto tick = [&](double) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    for (int k = 1; k < trainers; ++k) {
+      if (started[k] || elapsed < scenario_.more_trainers[k - 1].start_s) continue;
+      started[k] = true;
+      Status s = spawn_trainer(k);
+      if (!s.ok() && event_error.ok()) event_error = s;
+    }
     for (size_t e = 0; e < scenario_.events.size(); ++e) {
       const testbed::ScenarioEvent& ev = scenario_.events[e];
       if (applied[e] || elapsed < ev.at_s) continue;
@@ -583,43 +668,74 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
       }
     }
   };
-  SLUICE_ASSIGN_OR_RETURN(int code, WaitChild(pid, options_.run_timeout_s, tick));
-  SLUICE_RETURN_IF_ERROR(event_error);
-  if (code != 0) {
-    return absl::InternalError(absl::StrCat(scenario_.trainer_frontend == "python"
-                                                ? "the Python trainer (bench/python_trainer.py)"
-                                                : "sluice train",
-                                            " --policy ", policy, " exited with ", code,
-                                            ": ", Tail(log + ".err")));
+  std::vector<json> results;
+  for (int k = 0; k < trainers; ++k) {
+    // A later trainer whose start is still to come (the ones before it ended first).
+    while (!started[k] && g_signal.load() == 0) {
+      tick(0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_signal.load() != 0) return Interrupted();
+    SLUICE_RETURN_IF_ERROR(event_error);
+    const pid_t pid = pids[k];
+    StatusOr<int> code = WaitChild(pid, options_.run_timeout_s, tick);
+    pids[k] = -1;  // reaped
+    SLUICE_RETURN_IF_ERROR(code.status());
+    SLUICE_RETURN_IF_ERROR(event_error);
+    if (*code != 0) {
+      return absl::InternalError(absl::StrCat(
+          scenario_.trainer_frontend == "python" ? "the Python trainer (bench/python_trainer.py)"
+                                                 : "sluice train",
+          trainers > 1 ? absl::StrCat(" (trainer ", k, ")") : "", " --policy ", policy,
+          " exited with ", *code, ": ", Tail(file(k, ".log") + ".err")));
+    }
+    SLUICE_ASSIGN_OR_RETURN(json r, ReadJson(file(k, ".json")));
+    results.push_back(std::move(r));
   }
-  SLUICE_ASSIGN_OR_RETURN(json result, ReadJson(json_path));
-  json out;
-  out["policy_arg"] = policy;
-  // Steady-state figures (after the warm-up steps) where the run has them.
-  const json& rates = result.contains("steady") ? result["steady"] : result;
-  out["samples_per_s"] = rates.value("samples_per_s", 0.0);
-  out["stall_fraction"] = rates.value("stall_fraction", 0.0);
-  out["run_samples_per_s"] = result.value("samples_per_s", 0.0);
-  out["plan"] = result.value("plan", json::object());
-  out["time_to_plan_s"] = result.value("time_to_plan_s", 0.0);
-  // What a planner measured of the workers at the start (CPU, link, RTT, storage rate).
-  if (result.contains("profile") && result["profile"].is_object() &&
-      result["profile"].contains("measured") && result["profile"]["measured"].is_object()) {
-    out["workers_measured"] = result["profile"]["measured"].value("workers", json::array());
+  const json& result = results[0];
+  json out = TrainerSummary(policy, result);
+  if (trainers > 1) {
+    // The job's figures: the trainers' rates summed, and how evenly they were served.
+    out["trainers"] = json::array();
+    std::vector<double> rates;
+    double sum = 0, run_sum = 0, stall = 0, slowest_plan = 0;
+    int64_t samples = 0;
+    for (int k = 0; k < trainers; ++k) {
+      json t = TrainerSummary(policy, results[k]);
+      t["trainer"] = testbed_->trainer(k).name;
+      t["cpus"] = testbed_->trainer(k).cpus;
+      t["start_s"] = k == 0 ? 0.0 : scenario_.more_trainers[k - 1].start_s;
+      t["time_to_offload_s"] = TimeToOffload(results[k]);
+      t["timeline"] = results[k].value("timeline", json::array());
+      rates.push_back(t["samples_per_s"].get<double>());
+      sum += rates.back();
+      run_sum += t["run_samples_per_s"].get<double>();
+      stall += t["stall_fraction"].get<double>() / trainers;
+      slowest_plan = std::max(slowest_plan, t["time_to_plan_s"].get<double>());
+      samples += t["samples"].get<int64_t>();
+      out["trainers"].push_back(std::move(t));
+    }
+    out["samples_per_s"] = sum;
+    out["run_samples_per_s"] = run_sum;
+    out["stall_fraction"] = stall;
+    out["time_to_plan_s"] = slowest_plan;
+    out["samples"] = samples;
+    out["fairness_jain"] = JainIndex(rates);
   }
-  out["wall_s"] = result.value("wall_s", 0.0);
-  out["samples"] = result.value("samples", 0);
-  // Share of the samples processed per host.
-  const int64_t local = result.value("samples_local", int64_t{0});
-  int64_t total = local;
+  // Share of the samples processed per host (the trainers' together).
+  int64_t local = 0;
   std::vector<int64_t> per_worker(testbed_->num_workers(), 0);
-  if (result.contains("places") && result["places"].contains("workers")) {
-    const json& ws = result["places"]["workers"];
-    for (size_t i = 0; i < ws.size() && i < per_worker.size(); ++i) {
-      per_worker[i] = ws[i].value("samples", int64_t{0});
-      total += per_worker[i];
+  for (const json& r : results) {
+    local += r.value("samples_local", int64_t{0});
+    if (r.contains("places") && r["places"].contains("workers")) {
+      const json& ws = r["places"]["workers"];
+      for (size_t i = 0; i < ws.size() && i < per_worker.size(); ++i) {
+        per_worker[i] += ws[i].value("samples", int64_t{0});
+      }
     }
   }
+  int64_t total = local;
+  for (int64_t w : per_worker) total += w;
   out["share"]["trainer"] = total > 0 ? static_cast<double>(local) / total : 1.0;
   for (size_t i = 0; i < per_worker.size(); ++i) {
     out["share"][testbed_->worker(static_cast<int>(i)).name] =
@@ -816,6 +932,13 @@ StatusOr<json> BenchRunner::Run() {
                           {"count", scenario_.data_count},
                           {"seed", scenario_.data_seed},
                           {"shards", scenario_.data_shards}}}};
+  if (!scenario_.more_trainers.empty()) {
+    json trainers = json::array({{{"cpus", scenario_.trainer_cpus}, {"start_s", 0.0}}});
+    for (const testbed::TrainerScenario& t : scenario_.more_trainers) {
+      trainers.push_back({{"cpus", t.cpus}, {"start_s", t.start_s}});
+    }
+    report["scenario"]["trainers"] = trainers;
+  }
   report["scenario"]["store"] = scenario_.store == testbed::StoreAt::kTrainer   ? "trainer"
                                 : scenario_.store == testbed::StoreAt::kWorkers ? "workers"
                                                                                 : "none";
@@ -911,6 +1034,15 @@ StatusOr<json> BenchRunner::Run() {
     std::fprintf(stderr, "sluice bench: %s: %.1f samples/s, stall %.1f%%\n", name.c_str(),
                  (*result)["samples_per_s"].get<double>(),
                  100 * (*result)["stall_fraction"].get<double>());
+    if (result->contains("trainers")) {
+      std::string each;
+      for (const json& t : (*result)["trainers"]) {
+        absl::StrAppend(&each, each.empty() ? "" : ", ", t["trainer"].get<std::string>(), " ",
+                        absl::StrFormat("%.1f", t["samples_per_s"].get<double>()));
+      }
+      std::fprintf(stderr, "sluice bench: %s: %s; fairness (Jain) %.3f\n", name.c_str(),
+                   each.c_str(), (*result)["fairness_jain"].get<double>());
+    }
     if (result->contains("events")) {
       for (const json& e : (*result)["events"]) {
         if (e["t_s"].get<double>() < 0) {

@@ -127,16 +127,17 @@ struct LinkProbe {
 };
 
 // The link probe's time per reading and in all. It runs on the trainer's CPU while the
-// pipeline starts, so every byte of it delays the first batch (on a 0.5-CPU trainer, four
-// repeats of a 0.1 s reply had put the first plan 0.15 s later, docs/BENCHMARKS.md):
+// pipeline starts, so every byte of it delays the first batch:
 // - a reading of kLinkProbeTargetS is long against a scheduler slice (4 ms at most on a
-//   loaded machine: under 10%) and against a rate shaper's burst (a 20 ms target had read a
-//   1 Gbit link at 199 MB/s);
-// - the whole probe stays within the shortest measuring window before a first plan
-//   (AutoOptions::stored_measure_s, 0.5 s), so the plan does not wait for it.
-// The closed loop measures each link in use and corrects what the probe read.
-inline constexpr double kLinkProbeTargetS = 0.05;
-inline constexpr double kLinkProbeMaxS = 0.5;
+//   loaded machine: a few %), against a rate shaper's burst (a 20 ms target had read a
+//   1 Gbit link at 199 MB/s) and against a fresh connection's small windows (a 50 ms target
+//   read the same link a third lower than 0.1 s did, 43-50 MB/s against 66-77, and the
+//   planner then compressed for a link it did not have);
+// - kLinkProbeMaxS bounds the whole probe on a slow or contended link.
+// The largest reply is repeated once (ProbeWorker); four repeats read no faster and had put
+// a 0.5-CPU trainer's first plan 0.15 s later (docs/BENCHMARKS.md).
+inline constexpr double kLinkProbeTargetS = 0.1;
+inline constexpr double kLinkProbeMaxS = 1.0;
 
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing
 // size until one takes at least `target_s` (the bandwidth is its bytes over its time less the

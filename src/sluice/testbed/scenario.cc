@@ -128,10 +128,13 @@ class Parser {
     if (!root.IsMap()) return Error(root, "", "a scenario is a mapping (name, pipeline, ...)");
     SLUICE_RETURN_IF_ERROR(CheckKeys(
         root, "",
-        {"name", "pipeline", "data", "trainer", "workers", "accelerator_ms", "steps", "events",
-         "store"}));
-    for (const char* required : {"name", "pipeline", "data", "trainer", "workers", "steps"}) {
+        {"name", "pipeline", "data", "trainer", "trainers", "workers", "accelerator_ms", "steps",
+         "events", "store"}));
+    for (const char* required : {"name", "pipeline", "data", "workers", "steps"}) {
       if (!root[required]) return Error(root, required, "missing");
+    }
+    if (!root["trainer"] == !root["trainers"]) {
+      return Error(root, "trainer", "give either trainer (one) or trainers (a list)");
     }
     SLUICE_ASSIGN_OR_RETURN(sc.name, String(root["name"], "name"));
     SLUICE_ASSIGN_OR_RETURN(sc.pipeline, String(root["pipeline"], "pipeline"));
@@ -194,19 +197,50 @@ class Parser {
     }
     if (!data["count"]) return Error(data, "data.count", "missing");
 
-    const YAML::Node trainer = root["trainer"];
-    if (!trainer.IsMap()) return Error(trainer, "trainer", "expected a mapping {cpus: N}");
-    SLUICE_RETURN_IF_ERROR(CheckKeys(trainer, "trainer", {"cpus", "frontend"}));
-    if (!trainer["cpus"]) return Error(trainer, "trainer.cpus", "missing");
-    SLUICE_ASSIGN_OR_RETURN(sc.trainer_cpus, Number(trainer["cpus"], "trainer.cpus", 0, true));
-    if (trainer["frontend"]) {
-      const YAML::Node f = trainer["frontend"];
-      const std::string text = f.IsScalar() ? f.Scalar() : "";
-      if (text != "cli" && text != "python") {
-        return Error(f, "trainer.frontend",
-                     "expected cli (sluice train) or python (a Python training loop)");
+    if (root["trainers"]) {
+      const YAML::Node list = root["trainers"];
+      if (!list.IsSequence() || list.size() == 0 || list.size() > 16) {
+        return Error(list, "trainers", "expected a list of 1 to 16 trainers {cpus: N, start_s: S}");
       }
-      sc.trainer_frontend = text;
+      for (size_t k = 0; k < list.size(); ++k) {
+        const std::string path = absl::StrCat("trainers[", k, "]");
+        const YAML::Node t = list[k];
+        if (!t.IsMap()) return Error(t, path, "expected a mapping {cpus: N, start_s: S}");
+        SLUICE_RETURN_IF_ERROR(CheckKeys(t, path, {"cpus", "start_s"}));
+        if (!t["cpus"]) return Error(t, path + ".cpus", "missing");
+        TrainerScenario ts;
+        SLUICE_ASSIGN_OR_RETURN(ts.cpus, Number(t["cpus"], path + ".cpus", 0, true));
+        if (t["start_s"]) {
+          SLUICE_ASSIGN_OR_RETURN(ts.start_s, Number(t["start_s"], path + ".start_s", 0, false));
+        }
+        if (k == 0) {
+          if (ts.start_s != 0) {
+            return Error(t["start_s"], path + ".start_s", "the first trainer starts at 0");
+          }
+          sc.trainer_cpus = ts.cpus;
+        } else {
+          sc.more_trainers.push_back(ts);
+        }
+      }
+    }
+    const YAML::Node trainer = root["trainer"];
+    if (!trainer) {
+      // `trainers` given: parsed above.
+    } else if (!trainer.IsMap()) {
+      return Error(trainer, "trainer", "expected a mapping {cpus: N}");
+    } else {
+      SLUICE_RETURN_IF_ERROR(CheckKeys(trainer, "trainer", {"cpus", "frontend"}));
+      if (!trainer["cpus"]) return Error(trainer, "trainer.cpus", "missing");
+      SLUICE_ASSIGN_OR_RETURN(sc.trainer_cpus, Number(trainer["cpus"], "trainer.cpus", 0, true));
+      if (trainer["frontend"]) {
+        const YAML::Node f = trainer["frontend"];
+        const std::string text = f.IsScalar() ? f.Scalar() : "";
+        if (text != "cli" && text != "python") {
+          return Error(f, "trainer.frontend",
+                       "expected cli (sluice train) or python (a Python training loop)");
+        }
+        sc.trainer_frontend = text;
+      }
     }
 
     const YAML::Node workers = root["workers"];
@@ -392,6 +426,7 @@ StatusOr<Scenario> LoadScenario(const std::string& path) {
 TestbedSpec Scenario::ToTestbedSpec() const {
   TestbedSpec spec;
   spec.trainer_cpus = trainer_cpus;
+  for (const TrainerScenario& t : more_trainers) spec.more_trainer_cpus.push_back(t.cpus);
   for (const WorkerScenario& w : workers) {
     spec.workers.push_back({w.cpus, w.bandwidth_bps, w.latency_s});
   }

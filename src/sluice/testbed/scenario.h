@@ -3,7 +3,8 @@
 //   name: image-7to21
 //   pipeline: examples/pipelines/imagenet_randaugment.yaml
 //   data: {kind: jpeg, count: 2000, seed: 1}          # plus gen-data options (width, ...)
-//   trainer: {cpus: 0.5}
+//   trainer: {cpus: 0.5}                              # or several:
+//   trainers: [{cpus: 0.4}, {cpus: 0.4, start_s: 10}]
 //   workers:
 //     - {cpus: 1.0, bandwidth: 1gbit, latency: 0.2ms, storage: shared}
 //   accelerator_ms: 30
@@ -22,7 +23,10 @@
 // store in the trainer's network namespace, which the trainer reads over loopback and the
 // workers over their shaped links; `workers`, a store beside every host (its own namespace),
 // so no host's reads cross a link; `none` (the default), the hosts' shared disk. A worker
-// with storage none is not given the store's URL. Unknown keys are errors. Errors read
+// with storage none is not given the store's URL. trainers: several trainers (data-parallel
+// ranks on one machine, or jobs sharing it) on the trainer's host, each in a cgroup of its
+// own and all in its network namespace (they share its links), each running the whole job;
+// trainers[k].start_s delays trainer k (the first starts at 0). Unknown keys are errors. Errors read
 // `file:line:col: workers[1].bandwidth: message`.
 // Plain values; the parser is thread-safe.
 #ifndef SLUICE_TESTBED_SCENARIO_H_
@@ -51,6 +55,11 @@ struct WorkerScenario {
   double storage_bytes_per_s = 0;  // kSlow only
 };
 
+struct TrainerScenario {
+  double cpus = 1.0;
+  double start_s = 0;  // seconds after the first trainer starts
+};
+
 struct ScenarioEvent {
   double at_s = 0;
   int worker = 0;
@@ -69,6 +78,8 @@ struct Scenario {
   bool data_shards = false;  // data.format tar: packed in shards too (data_options has it)
   StoreAt store = StoreAt::kNone;
   double trainer_cpus = 1.0;
+  // Trainers beside the first (`trainers:` lists the first, then these).
+  std::vector<TrainerScenario> more_trainers;
   // What trains: "cli" (`sluice train`) or "python" (bench/python_trainer.py: the Python
   // loader in a training loop, with the same flags and report).
   std::string trainer_frontend = "cli";

@@ -247,6 +247,12 @@ Testbed::Testbed(std::string run_id, TestbedSpec spec, CgroupVersion version)
   };
   trainer_ = make_host("trainer", spec_.trainer_cpus);
   trainer_.address = "10.213.0.1";
+  for (size_t k = 0; k < spec_.more_trainer_cpus.size(); ++k) {
+    Host t = make_host(absl::StrCat("trainer", k + 1), spec_.more_trainer_cpus[k]);
+    t.netns = trainer_.netns;
+    t.address = trainer_.address;
+    more_trainers_.push_back(std::move(t));
+  }
   for (size_t i = 0; i < spec_.workers.size(); ++i) {
     Host w = make_host(absl::StrCat("w", i), spec_.workers[i].cpus);
     w.address = absl::StrCat("10.213.", i, ".2");
@@ -279,6 +285,10 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Create(const TestbedSpec& spec,
   SLUICE_RETURN_IF_ERROR(CheckRoot());
   if (spec.workers.size() > 200) return absl::InvalidArgumentError("at most 200 workers");
   if (!(spec.trainer_cpus > 0)) return absl::InvalidArgumentError("trainer cpus must be > 0");
+  if (spec.more_trainer_cpus.size() > 15) return absl::InvalidArgumentError("at most 16 trainers");
+  for (double cpus : spec.more_trainer_cpus) {
+    if (!(cpus > 0)) return absl::InvalidArgumentError("trainer cpus must be > 0");
+  }
   for (const WorkerHostSpec& w : spec.workers) {
     if (!(w.cpus > 0)) return absl::InvalidArgumentError("worker cpus must be > 0");
   }
@@ -318,6 +328,13 @@ Status Testbed::Setup(const CreateOptions& options) {
     SLUICE_RETURN_IF_ERROR(step());
     SLUICE_RETURN_IF_ERROR(RunChecked({"ip", "netns", "add", h->netns}));
     SLUICE_RETURN_IF_ERROR(RunChecked({"ip", "-n", h->netns, "link", "set", "lo", "up"}));
+  }
+  for (const Host& t : more_trainers_) {  // a cgroup each, in the trainer's namespace
+    SLUICE_RETURN_IF_ERROR(step());
+    if (mkdir(t.cgroup_dir.c_str(), 0755) != 0) {
+      return absl::InternalError(absl::StrCat("mkdir ", t.cgroup_dir, ": ", std::strerror(errno)));
+    }
+    SLUICE_RETURN_IF_ERROR(WriteCpuQuota(cgroup_version_, t.cgroup_dir, t.cpus));
   }
   bool want_latency = false;
   for (const WorkerHostSpec& ws : spec_.workers) want_latency = want_latency || ws.latency_s > 0;
@@ -365,6 +382,7 @@ Status Testbed::Teardown() {
   Status first;
   std::vector<const Host*> hosts = {&trainer_};
   for (const Host& w : workers_) hosts.push_back(&w);
+  for (const Host& t : more_trainers_) KillCgroupProcesses(t.cgroup_dir);
   for (const Host* h : hosts) KillCgroupProcesses(h->cgroup_dir);
   for (const Host* h : hosts) Keep(first, RemoveNetns(h->netns));
   // Deleting a namespace deletes the veth ends in it; an end still in the root namespace can
@@ -374,6 +392,7 @@ Status Testbed::Teardown() {
     for (const std::string& link : left->links) Keep(first, RemoveLink(link));
   }
   for (const Host* h : hosts) Keep(first, RemoveCgroup(h->cgroup_dir));
+  for (const Host& t : more_trainers_) Keep(first, RemoveCgroup(t.cgroup_dir));
   return first;
 }
 

@@ -41,6 +41,10 @@ struct WorkerHostSpec {
 
 struct TestbedSpec {
   double trainer_cpus = 1.0;
+  // Further trainers on the trainer's host (data-parallel ranks on one machine): each is a
+  // cgroup of its own with this CPU quota, in the trainer's network namespace, so they share
+  // its links to the workers. Named trainer1, trainer2, ...
+  std::vector<double> more_trainer_cpus;
   std::vector<WorkerHostSpec> workers;
 };
 
@@ -80,6 +84,9 @@ class Testbed {
 
   const std::string& run_id() const { return run_id_; }
   const Host& trainer() const { return trainer_; }
+  // Trainer k (0: trainer(); then the spec's more_trainer_cpus, in order).
+  const Host& trainer(int k) const { return k == 0 ? trainer_ : more_trainers_[k - 1]; }
+  int num_trainers() const { return 1 + static_cast<int>(more_trainers_.size()); }
   const Host& worker(int i) const { return workers_[i]; }
   int num_workers() const { return static_cast<int>(workers_.size()); }
   const TestbedSpec& spec() const { return spec_; }
@@ -130,6 +137,7 @@ class Testbed {
   TestbedSpec spec_;
   CgroupVersion cgroup_version_;
   Host trainer_;
+  std::vector<Host> more_trainers_;  // cgroups of their own in trainer_'s namespace
   std::vector<Host> workers_;
   bool latency_emulated_ = true;
   std::vector<std::string> warnings_;
