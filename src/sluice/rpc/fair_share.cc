@@ -4,9 +4,10 @@
 
 namespace sluice::rpc {
 
-void FairShare::Add(uint64_t id, double weight) {
+void FairShare::Add(uint64_t id, double weight, uint64_t group) {
   Client& c = clients_[id];
   c.weight = weight > 0 ? weight : 1;
+  c.group = group;
   c.vtime = std::max(c.vtime, clock_);
 }
 
@@ -50,10 +51,10 @@ bool FairShare::Active(const Client& c, int64_t now_ns) const {
   return c.waiting > 0 || c.serving > 0 || (c.last_ns >= 0 && now_ns - c.last_ns <= window_ns_);
 }
 
-double FairShare::ActiveWeight(int64_t now_ns) const {
+double FairShare::ActiveWeight(int64_t now_ns, uint64_t exclude_group) const {
   double total = 0;
   for (const auto& [id, c] : clients_) {
-    if (Active(c, now_ns)) total += c.weight;
+    if (Active(c, now_ns) && (exclude_group == 0 || c.group != exclude_group)) total += c.weight;
   }
   return total;
 }
@@ -61,9 +62,14 @@ double FairShare::ActiveWeight(int64_t now_ns) const {
 double FairShare::Share(uint64_t id, double budget, int64_t now_ns) const {
   auto it = clients_.find(id);
   if (it == clients_.end()) return 0;
-  const Client& c = it->second;
-  const double total = ActiveWeight(now_ns) + (Active(c, now_ns) ? 0 : c.weight);
-  return budget * c.weight / total;
+  const Client& me = it->second;
+  double total = me.weight;  // itself, active or not, and the active clients of other groups
+  for (const auto& [other_id, c] : clients_) {
+    if (other_id == id || !Active(c, now_ns)) continue;
+    if (me.group != 0 && c.group == me.group) continue;
+    total += c.weight;
+  }
+  return budget * me.weight / total;
 }
 
 double FairShare::ShareForNewcomer(double weight, double budget, int64_t now_ns) const {

@@ -12,7 +12,9 @@
 // weights of the active clients: those waiting, being served, or served within the activity
 // window (a client that paused for less than the window still counts, so a trainer's
 // share does not jump between its batches). A newcomer would get its weight over the active
-// weights plus its own (`ShareForNewcomer`).
+// weights plus its own (`ShareForNewcomer`). Clients of one group (the sessions of one
+// trainer process: a plan switch opens new ones while the old close) do not count against
+// each other in the shares.
 //
 // Pure and clock-injected: callers pass the time; every decision is a table test
 // (fair_share_test.cc). Not thread-safe: the worker service calls it under its lock.
@@ -30,8 +32,9 @@ class FairShare {
   // `activity_window_ns`: how long after it was last served a client still counts as active.
   explicit FairShare(int64_t activity_window_ns) : window_ns_(activity_window_ns) {}
 
-  // A client joins with `weight` (REQUIRES: weight > 0). Re-adding an id replaces its weight.
-  void Add(uint64_t id, double weight);
+  // A client joins with `weight` (REQUIRES: weight > 0), in `group` (0: a group of its own).
+  // Re-adding an id replaces its weight and group.
+  void Add(uint64_t id, double weight, uint64_t group = 0);
   void Remove(uint64_t id);
 
   // The client has one more task waiting for a thread.
@@ -47,8 +50,8 @@ class FairShare {
   double Share(uint64_t id, double budget, int64_t now_ns) const;
   // What a new client of `weight` would be entitled to beside the active ones.
   double ShareForNewcomer(double weight, double budget, int64_t now_ns) const;
-  // The weights of the active clients.
-  double ActiveWeight(int64_t now_ns) const;
+  // The weights of the active clients, but for those of `exclude_group` (0: none left out).
+  double ActiveWeight(int64_t now_ns, uint64_t exclude_group = 0) const;
 
   int waiting(uint64_t id) const;
   double virtual_time(uint64_t id) const;
@@ -56,6 +59,7 @@ class FairShare {
  private:
   struct Client {
     double weight = 1;
+    uint64_t group = 0;
     double vtime = 0;       // charged CPU seconds / weight
     int waiting = 0;        // tasks waiting for a thread
     int serving = 0;        // tasks taken by Next and not yet charged

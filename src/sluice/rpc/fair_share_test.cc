@@ -108,5 +108,23 @@ TEST(FairShareTest, TheShareIsTheBudgetOverTheActiveWeights) {
   EXPECT_EQ(f.Share(1, 2.0, 200 * kMs), 0);
 }
 
+// A trainer's own sessions (one group: a plan switch opens new ones while the old close) do
+// not count against each other; another trainer's do.
+TEST(FairShareTest, ClientsOfOneGroupDoNotCountAgainstEachOther) {
+  FairShare f(100 * kMs);
+  f.Add(1, 1, /*group=*/7);
+  f.Add(2, 1, /*group=*/7);
+  f.Wait(1, 0);
+  f.Wait(2, 0);
+  EXPECT_DOUBLE_EQ(f.Share(1, 1.0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 2);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0, /*exclude_group=*/7), 0);
+  f.Add(3, 1, /*group=*/9);
+  f.Wait(3, 0);
+  EXPECT_DOUBLE_EQ(f.Share(1, 1.0, 0), 0.5);
+  EXPECT_DOUBLE_EQ(f.Share(3, 1.0, 0), 1.0 / 3);  // two sessions of group 7 against it
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0, 7), 1);
+}
 }  // namespace
 }  // namespace sluice::rpc

@@ -236,7 +236,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
       }
     }
     response->set_read_limit_bytes_per_s(service_->options().read_limit_bytes_per_s);
-    WorkerInfo info = service_->Info();
+    WorkerInfo info = service_->Info(request->client_id());
     response->set_version(info.version);
     for (const std::string& op : info.ops) response->add_ops(op);
     response->set_cpu_budget(info.cpu_budget);
@@ -294,6 +294,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     request.client_version = o.client_version();
     request.max_message_bytes = o.max_message_bytes();
     request.weight = o.weight() != 0 ? o.weight() : 1;  // 0: a trainer that sends none
+    request.client_id = o.client_id();
     request.peer = ctx->peer();
     auto opened = service_->OpenSession(request);
     if (!opened.ok()) {

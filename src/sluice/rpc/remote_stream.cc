@@ -10,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -149,6 +150,7 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_client_version(SluiceVersion());
     open->set_max_message_bytes(connect.max_message_bytes);
     open->set_weight(session.weight);
+    open->set_client_id(ProcessClientId());
     IncomingMessage incoming;
     // The stream has no deadline (it lasts the session), so the answer to Open is bounded
     // here: a worker that stops between GetInfo and Opened would otherwise hold this call
@@ -527,6 +529,7 @@ StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::W
   proto::GetInfoRequest req;
   req.set_client_version(SluiceVersion());
   req.set_check_path(check_path);
+  req.set_client_id(ProcessClientId());
   proto::GetInfoResponse resp;
   grpc::Status s = stub.GetInfo(&ctx, req, &resp);
   if (!s.ok()) return WorkerError(connect.address, s, TlsOf(connect));
@@ -534,6 +537,16 @@ StatusOr<proto::GetInfoResponse> GetInfo(const ConnectOptions& connect, proto::W
 }
 
 }  // namespace
+
+uint64_t ProcessClientId() {
+  static const uint64_t id = [] {
+    std::random_device device;
+    uint64_t v = 0;
+    while (v == 0) v = (static_cast<uint64_t>(device()) << 32) ^ device();
+    return v;
+  }();
+  return id;
+}
 
 StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s,
                                 const std::string& check_path) {

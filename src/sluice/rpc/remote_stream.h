@@ -52,6 +52,10 @@ struct ConnectOptions {
   size_t max_message_bytes = 64 << 20;
 };
 
+// This process's id as a worker's client: random, drawn once per process, sent with GetInfo
+// and Open so that a worker does not count this trainer's sessions against each other.
+uint64_t ProcessClientId();
+
 // The largest session weight: a thousand to one is more than any sharing policy needs,
 // and keeps one session's virtual time from standing still.
 inline constexpr double kMaxSessionWeight = 1000;

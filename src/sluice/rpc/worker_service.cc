@@ -926,14 +926,14 @@ WorkerService::~WorkerService() {
   pool_.reset();  // runs what is queued (cancelled sessions return at once), then joins
 }
 
-WorkerInfo WorkerService::Info() const {
+WorkerInfo WorkerService::Info(uint64_t client_id) const {
   WorkerInfo info;
   info.version = options_.version;
   info.ops = options_.registry->Names();
   info.cpu_budget = shared_->cpu_budget();
   info.threads = shared_->threads;
   std::lock_guard<std::mutex> lock(shared_->mu);
-  info.active_session_weight = shared_->fair.ActiveWeight(shared_->Now());
+  info.active_session_weight = shared_->fair.ActiveWeight(shared_->Now(), client_id);
   return info;
 }
 
@@ -1163,7 +1163,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     std::erase_if(shared_->sessions,
                   [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
     shared_->sessions.push_back(session);
-    shared_->fair.Add(s.info_.id, request.weight);
+    shared_->fair.Add(s.info_.id, request.weight, request.client_id);
     shared_->by_id[s.info_.id] = session;
     opened = absl::StrCat("session ", s.info_.id, " opened for ",
                           request.peer.empty() ? std::string("a trainer") : request.peer, ": cut ",

@@ -158,6 +158,9 @@ struct OpenRequest {
   // The session's weight in the division of the worker's CPU (fair_share.h): finite, > 0
   // and at most kMaxSessionWeight.
   double weight = 1;
+  // The trainer process it comes from (0: unknown): sessions of one client do not count
+  // against each other in the CPU shares.
+  uint64_t client_id = 0;
 };
 
 // A session counts as active for the division of the CPU while it has work, and for this
@@ -400,8 +403,9 @@ class WorkerService {
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;
 
-  // What GetInfo answers (address left empty).
-  WorkerInfo Info() const;
+  // What GetInfo answers (address left empty); `client_id`'s own sessions are left out of
+  // active_session_weight.
+  WorkerInfo Info(uint64_t client_id = 0) const;
   // ops::MeasureReadRate on the worker's storage (its data root and --data-url prefixes).
   StatusOr<double> MeasureReadRate(std::string_view path) const;
   const WorkerOptions& options() const { return options_; }

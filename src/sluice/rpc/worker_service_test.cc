@@ -355,6 +355,22 @@ TEST_F(WorkerServiceTest, EachSessionIsToldItsShareOfTheCpu) {
   EXPECT_EQ(service.Info().active_session_weight, 0);
   (*b)->Cancel();
   EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget);
+
+  // Two sessions of one trainer process (a plan switch) do not halve each other's share, and
+  // its GetInfo leaves them out; another process sees them.
+  OpenRequest mine = Request(2);
+  mine.client_id = 42;
+  auto c = service.OpenSession(mine);
+  auto d = service.OpenSession(mine);
+  ASSERT_TRUE(c.ok() && d.ok());
+  SendEpoch(**c, ReadMode::kRemoteRead);
+  SendEpoch(**d, ReadMode::kRemoteRead);
+  Drain(**c);
+  Drain(**d);
+  EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget);  // not halved by d (a is idle past the window)
+  EXPECT_DOUBLE_EQ((*d)->cpu_share(), budget);
+  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/42).active_session_weight, 0);
+  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/43).active_session_weight, 2);
 }
 
 TEST_F(WorkerServiceTest, RefusesASessionWeightOutOfRange) {
