@@ -6,7 +6,8 @@
 // against the worker's own registry (a worker never runs code it was sent), builds ops
 // [first_op, cut) (first_op = 1 in local_read mode, where the trainer ran read_file; the
 // batch too for cut = kCutAfterBatch), and then runs the splits it is given on the
-// service's thread pool, sharing the pool fairly with the other open sessions. Each
+// service's thread pool, which serves the open sessions by weighted fair share of the CPU
+// (fair_share.h; each session's kMetrics says the share it is entitled to). Each
 // session has its own ops, counters and memory budget.
 //
 // Output is a sequence of WorkerOutputs: chunks of encoded elements (several samples of
