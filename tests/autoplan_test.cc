@@ -225,18 +225,20 @@ TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
   EXPECT_THAT(j["timeline"][0]["reason"].get<std::string>(), HasSubstr("measured costs"));
   EXPECT_TRUE(j["timeline"][0]["plan"]["offload"].get<bool>()) << j["timeline"].dump(2);
   EXPECT_EQ(j["plan"]["policy"], "sluice");
-  // The run ends offloading, unless all-local was measured against the offloading plan and
-  // won (a slow or sanitized build on a loaded machine can make receiving cost what
-  // decoding does): the planner never keeps a plan measured slower than all-local. That
-  // check is an all-local trial followed by a rollback that stays all-local.
-  bool checked_and_lost = false;
-  for (size_t i = 1; i < j["timeline"].size(); ++i) {
-    const nlohmann::json& trial = j["timeline"][i - 1];
-    const nlohmann::json& end = j["timeline"][i];
-    checked_and_lost |= trial["kind"] == "trial" && !trial["plan"]["offload"].get<bool>() &&
-                        end["kind"] == "rollback" && !end["plan"]["offload"].get<bool>();
+  // The run ends offloading, unless the offloading plan measured no clear gain and the
+  // all-local check took over (a slow or sanitized build on a loaded machine can make
+  // receiving cost what decoding does): the planner never keeps a plan it cannot show beats
+  // all-local. The check is an all-local trial; the run then stays all-local (the check won,
+  // or the data ended before it concluded).
+  bool ended_in_the_check = false;
+  for (const nlohmann::json& e : j["timeline"]) {
+    if (e["plan"]["offload"].get<bool>()) {
+      ended_in_the_check = false;
+    } else if (e["kind"] == "trial") {
+      ended_in_the_check = true;
+    }
   }
-  if (!checked_and_lost) {
+  if (!ended_in_the_check) {
     EXPECT_TRUE(j["plan"]["offload"].get<bool>()) << j["timeline"].dump(2);
     EXPECT_GT(j["plan"]["ratio"].get<double>(), 0);
     ASSERT_EQ(j["plan"]["workers"].size(), 1u);

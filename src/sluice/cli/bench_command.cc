@@ -573,8 +573,6 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
     return k == 0 ? absl::StrCat(options_.work_dir, "/train-", run, ext)
                   : absl::StrCat(options_.work_dir, "/train-", run, "-", k, ext);
   };
-  const std::string json_path = file(0, ".json");
-  const std::string log = file(0, ".log");
   std::vector<std::string> argv = {self_, "train"};
   if (scenario_.trainer_frontend == "python") {
     SLUICE_ASSIGN_OR_RETURN(argv, PythonTrainerCommand(self_));

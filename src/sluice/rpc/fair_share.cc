@@ -72,19 +72,9 @@ double FairShare::Share(uint64_t id, double budget, int64_t now_ns) const {
   return budget * me.weight / total;
 }
 
-double FairShare::ShareForNewcomer(double weight, double budget, int64_t now_ns) const {
-  if (!(weight > 0)) weight = 1;
-  return budget * weight / (ActiveWeight(now_ns) + weight);
-}
-
 int FairShare::waiting(uint64_t id) const {
   auto it = clients_.find(id);
   return it == clients_.end() ? 0 : it->second.waiting;
-}
-
-double FairShare::virtual_time(uint64_t id) const {
-  auto it = clients_.find(id);
-  return it == clients_.end() ? 0 : it->second.vtime;
 }
 
 }  // namespace sluice::rpc

@@ -11,8 +11,8 @@
 // The CPU a client is entitled to (`Share`) is the worker's budget times its weight over the
 // weights of the active clients: those waiting, being served, or served within the activity
 // window (a client that paused for less than the window still counts, so a trainer's
-// share does not jump between its batches). A newcomer would get its weight over the active
-// weights plus its own (`ShareForNewcomer`). Clients of one group (the sessions of one
+// share does not jump between its batches). A newcomer of weight w would get budget * w /
+// (ActiveWeight + w) (runtime::EntitledCpu computes that on the trainer). Clients of one group (the sessions of one
 // trainer process: a plan switch opens new ones while the old close) do not count against
 // each other in the shares.
 //
@@ -48,13 +48,10 @@ class FairShare {
   // CPUs of `budget` the client is entitled to now (its weight over the active weights; its
   // own counted even if it is idle). 0 for an unknown id.
   double Share(uint64_t id, double budget, int64_t now_ns) const;
-  // What a new client of `weight` would be entitled to beside the active ones.
-  double ShareForNewcomer(double weight, double budget, int64_t now_ns) const;
   // The weights of the active clients, but for those of `exclude_group` (0: none left out).
   double ActiveWeight(int64_t now_ns, uint64_t exclude_group = 0) const;
 
   int waiting(uint64_t id) const;
-  double virtual_time(uint64_t id) const;
 
  private:
   struct Client {

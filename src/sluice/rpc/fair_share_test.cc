@@ -86,9 +86,9 @@ TEST(FairShareTest, TheShareIsTheBudgetOverTheActiveWeights) {
   FairShare f(/*activity_window_ns=*/100 * kMs);
   f.Add(1, 1);
   EXPECT_DOUBLE_EQ(f.Share(1, 2.0, 0), 2.0);  // alone, even idle
-  EXPECT_DOUBLE_EQ(f.ShareForNewcomer(1, 2.0, 0), 2.0);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 0);  // a newcomer would get it all
   f.Wait(1, 0);
-  EXPECT_DOUBLE_EQ(f.ShareForNewcomer(1, 2.0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 1);  // a newcomer of weight 1 would get half
   f.Add(2, 3);
   // Client 2 is idle: client 1 has it all; client 2 would get its weight's part.
   EXPECT_DOUBLE_EQ(f.Share(1, 2.0, 0), 2.0);
