@@ -92,3 +92,37 @@ def test_worker_killed_mid_loop_keeps_the_epoch_exact(sluice, small_spec, start_
                 w.kill()
     ids = sorted(by_id(seen))
     assert ids == [(e, i) for e in (0, 1) for i in range(48)]
+
+
+def test_resume_mid_shard_from_a_web_server(sluice, binary, tmp_path):
+    """Shards read over HTTP, with a tenth of the requests failing: a loader stopped in the
+    middle of a shard resumes from state_dict() with exactly the samples it had not given,
+    with the bytes of an uninterrupted pass."""
+    import pathlib
+    import re
+    import subprocess
+    from conftest import gen_images
+    gen_images(binary, tmp_path, 40, 32, 24, 3, "--format", "tar", "--shard-size", "16")
+    server_py = pathlib.Path(__file__).resolve().parents[1] / "http_shard_server.py"
+    server = subprocess.Popen(["/usr/bin/python3", str(server_py), "--root",
+                               str(tmp_path / "data"), "--fail-rate", "0.1"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r":(\d+)$", server.stdout.readline().strip()).group(1))
+        url = f"http://127.0.0.1:{port}/shards/shard-{{000000..000002}}.tar"
+        spec = (sluice.shards(url, data="jpg", label="cls", shuffle="shards", seed=5)
+                .map("read_file").map("decode_jpeg").batch(4).options(deterministic=True))
+        reference = by_id(sluice.Loader(spec, sample_ids=True))
+        assert len(reference) == 40
+        loader = sluice.Loader(spec, sample_ids=True)
+        head = take(loader, 5)  # 20 samples: shard order puts the cut inside a shard of 16
+        state = pickle.loads(pickle.dumps(loader.state_dict()))
+        loader.close()
+        resumed = sluice.Loader(spec, sample_ids=True)
+        resumed.load_state_dict(state)
+        tail = list(resumed)
+        assert sum(len(b["sample_id"]) for b in tail) == 20
+        assert by_id(head + tail) == reference
+    finally:
+        server.kill()
+        server.wait()

@@ -211,9 +211,25 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
 
 TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_per_s) {
   started_ = true;
+  const bool measured_local = local_samples_per_s.has_value() && *local_samples_per_s > 0;
+  if (measured_local) {
+    // The window's rate is a lower bound on all-local's (its start-up included). A model
+    // that has the trainer's CPU binding all-local below it charges the trainer more CPU per
+    // sample than it spent: rule 3's trainer re-fit, taken at once, and only upwards (the
+    // window cannot say how much faster the steady state is). Without it the first plan
+    // over-valued every sample taken off the trainer.
+    const Evaluation local_model = EvaluateFixed(effective_profile(), Candidate{0}, 0, {});
+    if (local_model.trainer_bound == Bound::kTrainerCpu &&
+        local_model.predicted_samples_per_s > 0 &&
+        *local_samples_per_s > local_model.predicted_samples_per_s) {
+      trainer_factor_ = std::clamp(
+          trainer_factor_ * *local_samples_per_s / local_model.predicted_samples_per_s,
+          kMinFactor, kMaxFactor);
+    }
+  }
   const Beliefs before = CurrentBeliefs();
   tried_.clear();
-  if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
+  if (measured_local) {
     Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
                 {}, before};
     for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);
@@ -344,6 +360,12 @@ void Controller::AbsorbFreshCosts(const Measurement& m) {
   fresh_worker_ops_.clear();
 }
 
+bool Controller::TrainerSaturated(const Measurement& m) const {
+  // CPU time is counted exactly; what a quota lets a process use over one period moves by
+  // the scheduler's granularity, so "all of it" is read within the model's own tolerance.
+  return m.trainer_cpu_busy > 0 && m.trainer_cpu_busy >= 1 - options_.mismatch_tolerance;
+}
+
 void Controller::Calibrate(const Measurement& m) {
   const Profile eff = effective_profile();
   const Evaluation cur = PredictCurrent(eff);
@@ -360,8 +382,10 @@ void Controller::Calibrate(const Measurement& m) {
   }
   bool workers_short = false;
   for (const auto& [address, ratio] : worker_ratio) workers_short |= ratio < 0.95;
-  // The remote side is blamed only if it binds and its workers did deliver less.
-  if (plan_.offload && cur.remote_bound != Bound::kNone && workers_short) {
+  // The remote side is blamed only if it binds and its workers did deliver less, while the
+  // trainer had CPU to take more from them.
+  if (plan_.offload && cur.remote_bound != Bound::kNone && workers_short &&
+      !TrainerSaturated(m)) {
     for (const auto& [address, ratio] : worker_ratio) {
       if (!(ratio > 0)) continue;
       double& factor = worker_factor_.try_emplace(address, 1.0).first->second;
@@ -651,8 +675,8 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   // it).
   if (plan_.offload && !settling && m.samples_per_s > 0) {
     const Evaluation cur = PredictCurrent(effective_profile());
-    const bool remote_limits =
-        cur.remote_bound != Bound::kNone && m.stall_fraction > options_.stall_high;
+    const bool remote_limits = cur.remote_bound != Bound::kNone &&
+                               m.stall_fraction > options_.stall_high && !TrainerSaturated(m);
     for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
       const std::string& address = plan_.worker_addresses[i];
       const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;

@@ -78,6 +78,11 @@ struct Measurement {
   double samples_per_s = 0;                // delivered to the training loop, over the last period
   double stall_fraction = 0;               // over the last period
   double step_s = 0;                       // accelerator step per batch; <= 0: not measured
+  // The trainer process's CPU over the period, as a fraction of its CPU budget (1: it used
+  // all it may); <= 0: not measured. A saturated trainer is itself a limit on what the
+  // workers can deliver to it (it receives their samples), so their shortfall against the
+  // model is not evidence against them (Controller::TrainerSaturated).
+  double trainer_cpu_busy = 0;
   std::vector<WorkerMeasurement> workers;  // the current worker set
   std::vector<OpCost> local_ops;           // fresh per-op costs on the trainer (may be empty)
 };
@@ -107,6 +112,9 @@ struct ControllerOptions {
   // cool-down too, from `settle_s` after a change (the streams need that long to fill): a
   // worker the model overrates (a send path it does not see, a halved quota) is caught
   // within seconds, not after cool-down plus sustain.
+  // Not while the trainer is saturated (Measurement::trainer_cpu_busy at or over
+  // 1 - mismatch_tolerance): then it may be the trainer that takes the workers' samples too
+  // slowly, and the mismatch re-fit calibrates the trainer instead.
   double rate_drop = 0.30;
   double model_drop = 0.20;
   double rate_drop_confirm_s = 2;
@@ -209,6 +217,8 @@ class Controller {
   void Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out);
   Evaluation PredictCurrent(const Profile& profile) const;
   void Calibrate(const Measurement& m);
+  // Whether the trainer used (about) all of its CPU budget over the measured period.
+  bool TrainerSaturated(const Measurement& m) const;
 
   Profile profile_;  // reported values; calibration lives in the factors below
   ControllerOptions options_;

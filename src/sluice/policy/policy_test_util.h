@@ -40,6 +40,30 @@ inline Profile StandardProfile() {
   return p;
 }
 
+// unequal-workers (docs/BENCHMARKS.md): a 0.5-CPU trainer, workers of 0.25 and 1.0 CPU on
+// 1 Gbit links (as its first run's probe read them), a 15 ms step, 64 per batch; the standard
+// image pipeline's costs as those runs measured them (320x240 JPEGs).
+inline Profile UnequalWorkersProfile() {
+  Profile p;
+  p.costs.ops = {{"read_file", 0, 20e-6, 24000},
+                 {"decode_jpeg", 1, 420e-6, 230400},
+                 {"random_resized_crop", 2, 90e-6, 150528},
+                 {"random_flip", 3, 25e-6, 150528},
+                 {"normalize", 4, 110e-6, 602112}};
+  p.costs.source_bytes_per_sample = 100;
+  p.costs.raw_bytes_per_sample = 24000;
+  p.costs.batch_cpu_s_per_sample = 90e-6;
+  p.costs.local_cpu_s_per_sample = 130e-6;
+  p.costs.recv_cpu_s_per_sample = 100e-6;
+  p.costs.codecs = {{Codec::kNone, 1.0, 0, 0.409e-9, kAnyCut}};
+  p.consumer.step_s = 0.01512;
+  p.consumer.batch_size = 64;
+  p.consumer.stall_fraction = 0.81;
+  p.trainer_cpu_budget = 0.5;
+  p.workers = {Worker("w0:7700", 0.25, 1.1e8), Worker("w1:7700", 1.0, 0.88e8)};
+  return p;
+}
+
 // zstd halves the bytes for 2 ns of worker CPU per raw byte; receiving costs 1.5 ns per byte.
 inline CodecCost Zstd() { return CodecCost{Codec::kZstd, 2.0, 2e-9, 1.5e-9}; }
 

@@ -373,16 +373,7 @@ TEST(SluicePlannerTest, TheWorkersCostOfSendingKeepsTheDemoOffAfterBatch) {
 // against ~980 for cut 4 (BENCHMARKS, "planner trust"). Read per byte at the larger
 // elements, the fit keeps the plan at cut 4.
 TEST(SluicePlannerTest, AReceiveCostFittedAtOneCutIsChargedPerByteAtLargerElements) {
-  Profile p;
-  p.costs.ops = {{"read_file", 0, 20e-6, 24000},
-                 {"decode_jpeg", 1, 420e-6, 230400},
-                 {"random_resized_crop", 2, 90e-6, 150528},
-                 {"random_flip", 3, 25e-6, 150528},
-                 {"normalize", 4, 110e-6, 602112}};
-  p.costs.source_bytes_per_sample = 100;
-  p.costs.raw_bytes_per_sample = 24000;
-  p.costs.batch_cpu_s_per_sample = 90e-6;
-  p.costs.local_cpu_s_per_sample = 130e-6;
+  Profile p = testing::UnequalWorkersProfile();
   p.costs.recv_cpu_s_per_sample = 297e-6;
   p.costs.worker_send_cpu_s_per_byte = 0.409e-9;
   // zstd on the normalized batch, as those runs measured it: 3.1x on the wire (13.4 MB/s for
@@ -390,9 +381,7 @@ TEST(SluicePlannerTest, AReceiveCostFittedAtOneCutIsChargedPerByteAtLargerElemen
   p.costs.codecs = {{Codec::kNone, 1.0, 0, 0.409e-9, kAnyCut},
                     {Codec::kZstd, 3.1, 4.5e-9, 0.2e-9, kCutAfterBatch}};
   p.consumer.step_s = 0.01513;
-  p.consumer.batch_size = 64;
   p.consumer.stall_fraction = 0.8;
-  p.trainer_cpu_budget = 0.5;
   // The links as that run's probe read them (the 1.0-CPU worker's at 38.2 MB/s).
   p.workers = {Worker("w0:7700", 0.25, 1.25e8), Worker("w1:7700", 1.0, 38.2e6)};
 

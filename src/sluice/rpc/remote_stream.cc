@@ -549,8 +549,8 @@ uint64_t ProcessClientId() {
 }
 
 StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, double max_s,
-                                const std::string& check_path) {
-  const int64_t start = NowNanos();
+                                const std::string& check_path, std::mutex* one_at_a_time) {
+  int64_t start = NowNanos();
   SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ConnectChannel(connect));
   std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
   LinkProbe probe;
@@ -594,6 +594,11 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     }
     return seconds;
   };
+  std::unique_lock<std::mutex> turn;
+  if (one_at_a_time != nullptr) {
+    turn = std::unique_lock<std::mutex>(*one_at_a_time);
+    start = NowNanos();
+  }
   const auto elapsed = [&] { return (NowNanos() - start) / 1e9; };
   double rtt = 1e9;
   for (int i = 0; i < 3; ++i) {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -147,10 +148,17 @@ inline constexpr double kLinkProbeMaxS = 1.0;
 // size until one takes at least `target_s` (the bandwidth is its bytes over its time less the
 // RTT), within `max_s` in all and the worker's message limit; then repeats that reply once.
 // Errors as RemoteStream::Open's.
+// `one_at_a_time` (optional, shared by the probes of one trainer): held around the timed
+// calls, so probes of several workers time their links in turn. Timed together, the readings
+// divided the trainer's CPU for receiving between them (on a 0.5-CPU trainer two 1 Gbit
+// links read 59 and 37 MB/s, their sum the trainer's receive rate), and the model, which
+// charges receiving to the trainer's CPU per byte, then counted that CPU twice. max_s counts
+// from when the lock is taken.
 StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect,
                                 double target_s = kLinkProbeTargetS,
                                 double max_s = kLinkProbeMaxS,
-                                const std::string& check_path = "");
+                                const std::string& check_path = "",
+                                std::mutex* one_at_a_time = nullptr);
 
 class RemoteStream {
  public:

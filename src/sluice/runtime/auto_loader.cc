@@ -276,6 +276,8 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   if (options_.on_decision) options_.on_decision(entry);
   timeline_.push_back(entry);
   last_observe_ns_ = NowNanos();
+  last_observe_cpu_ns_ = ProcessCpuNanos();
+  trainer_cpu_budget_ = profile.trainer_cpu_budget;
   last_observe_ = meter_.counters();
   meter_.TakeMinStepNs();  // periods start here
   smoothed_step_s_ = profile.consumer.step_s;
@@ -299,6 +301,11 @@ Status AutoLoader::Observe(int64_t now_ns) {
     smoothed_step_s_ = smoothed_step_s_ > 0 ? 0.5 * smoothed_step_s_ + 0.5 * step_s : step_s;
   }
   m.step_s = smoothed_step_s_;
+  const int64_t cpu_ns = ProcessCpuNanos();
+  if (period > 0 && trainer_cpu_budget_ > 0) {
+    m.trainer_cpu_busy = (cpu_ns - last_observe_cpu_ns_) / 1e9 / period / trainer_cpu_budget_;
+  }
+  last_observe_cpu_ns_ = cpu_ns;
   Rediscover(now_ns);
   for (size_t i = 0; i < options_.workers.size(); ++i) {
     policy::WorkerMeasurement wm;
@@ -585,10 +592,7 @@ Status AutoLoader::Replace(LoaderOptions options,
 
 AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
   ReceiveMark m;
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) {
-    m.process_cpu_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  }
+  m.process_cpu_ns = ProcessCpuNanos();
   const LoaderReport r = loader_->Report();
   for (const pipeline::OpStatsSnapshot& op : r.local_ops) m.op_cpu_ns += op.cpu_ns;
   m.samples_out = r.samples_out;

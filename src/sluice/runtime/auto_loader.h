@@ -232,6 +232,10 @@ class AutoLoader final : public BatchSource {
   std::vector<policy::TimelineEntry> timeline_;
   std::optional<double> time_to_plan_s_;
   int64_t last_observe_ns_ = 0;
+  // The process's CPU clock at the last observation, and the CPUs the trainer may use (the
+  // profile's budget): each period's Measurement::trainer_cpu_busy.
+  int64_t last_observe_cpu_ns_ = 0;
+  double trainer_cpu_budget_ = 0;
   ConsumerCounters last_observe_;
   double smoothed_step_s_ = 0;
   // Workers found by name (AutoOptions::worker_names): the list expanded again in the

@@ -1,6 +1,7 @@
 #include "sluice/runtime/profiler.h"
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "sluice/core/clock.h"
@@ -258,10 +259,13 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   std::vector<std::optional<rpc::LinkProbe>> out(workers.size());
   std::vector<std::string> why(workers.size());
   std::vector<std::thread> threads;
+  // Connected and asked in parallel (an unreachable worker delays no other); the links timed
+  // in turn (rpc::ProbeWorker's one_at_a_time says why).
+  std::mutex one_at_a_time;
   for (size_t i = 0; i < workers.size(); ++i) {
     threads.emplace_back([&, i] {
-      StatusOr<rpc::LinkProbe> p =
-          rpc::ProbeWorker(workers[i], rpc::kLinkProbeTargetS, rpc::kLinkProbeMaxS, check_path);
+      StatusOr<rpc::LinkProbe> p = rpc::ProbeWorker(
+          workers[i], rpc::kLinkProbeTargetS, rpc::kLinkProbeMaxS, check_path, &one_at_a_time);
       if (p.ok()) {
         out[i] = *std::move(p);
       } else {
