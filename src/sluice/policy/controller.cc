@@ -212,21 +212,6 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
 TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_per_s) {
   started_ = true;
   const bool measured_local = local_samples_per_s.has_value() && *local_samples_per_s > 0;
-  if (measured_local) {
-    // The window's rate is a lower bound on all-local's (its start-up included). A model
-    // that has the trainer's CPU binding all-local below it charges the trainer more CPU per
-    // sample than it spent: rule 3's trainer re-fit, taken at once, and only upwards (the
-    // window cannot say how much faster the steady state is). Without it the first plan
-    // over-valued every sample taken off the trainer.
-    const Evaluation local_model = EvaluateFixed(effective_profile(), Candidate{0}, 0, {});
-    if (local_model.trainer_bound == Bound::kTrainerCpu &&
-        local_model.predicted_samples_per_s > 0 &&
-        *local_samples_per_s > local_model.predicted_samples_per_s) {
-      trainer_factor_ = std::clamp(
-          trainer_factor_ * *local_samples_per_s / local_model.predicted_samples_per_s,
-          kMinFactor, kMaxFactor);
-    }
-  }
   const Beliefs before = CurrentBeliefs();
   tried_.clear();
   if (measured_local) {

@@ -358,30 +358,6 @@ TEST(ControllerTest, WorkersAreNotBlamedForWhatASaturatedTrainerDidNotTake) {
   EXPECT_DOUBLE_EQ(idle.effective_profile().trainer_cpu_budget, before.trainer_cpu_budget);
 }
 
-// The start window measured all-local above what the model says the trainer's CPU allows
-// (unequal-workers' runs: 624-736 samples/s measured while starting, 518-634 predicted): the
-// trainer spent less CPU per sample than the model charges, so the model is raised to the
-// measured rate before the first plan. A window under the model says nothing (it is a lower
-// bound): the model stays.
-TEST(ControllerTest, AStartWindowFasterThanTheModelRaisesTheTrainersCapacity) {
-  const Profile p = UnequalWorkersProfile();
-  const double modeled = EvaluateFixed(p, Candidate{0}, 0, {}).predicted_samples_per_s;
-  Controller faster(p);
-  faster.Start(0, 1.3 * modeled);
-  EXPECT_NEAR(EvaluateFixed(faster.effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s,
-              1.3 * modeled, 1e-6 * modeled);
-  EXPECT_NEAR(faster.effective_profile().trainer_cpu_budget, 1.3 * p.trainer_cpu_budget, 1e-9);
-  // Offloading is worth less against a faster all-local.
-  Controller plain(p);
-  plain.Start(0);
-  EXPECT_LT(faster.plan().predicted_samples_per_s / (1.3 * modeled),
-            plain.plan().predicted_samples_per_s / modeled);
-
-  Controller slower(p);
-  slower.Start(0, 0.7 * modeled);
-  EXPECT_DOUBLE_EQ(slower.effective_profile().trainer_cpu_budget, p.trainer_cpu_budget);
-}
-
 TEST(ControllerTest, StallWhileLocalStartsOffloading) {
   Profile p = StandardProfile();
   p.consumer.stall_fraction = 0;  // nothing measured yet
