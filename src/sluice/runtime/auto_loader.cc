@@ -226,8 +226,10 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
     if (window_mark_.has_value()) {
       ReceiveWindow w = WindowSince(*window_mark_);
       w.process_cpu_s -= codec_probe_cpu_ns_ / 1e9;
-      profile.costs.local_cpu_s_per_sample =
-          FitLocalCost(w, profile.costs.batch_cpu_s_per_sample).value_or(0);
+      if (std::optional<LocalFit> fit = FitLocalCost(w, profile.costs.batch_cpu_s_per_sample)) {
+        profile.costs.batch_cpu_s_per_sample = fit->batch_cpu_s_per_sample;
+        profile.costs.local_cpu_s_per_sample = fit->local_cpu_s_per_sample;
+      }
     }
     const double recv = profile.costs.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
     for (policy::CodecCost c : codec_costs_) {

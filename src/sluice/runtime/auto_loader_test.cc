@@ -68,9 +68,12 @@ class AutoLoaderTest : public ::testing::Test {
     }
     o.base.threads = 1;
     o.base.split_size = 4;
-    o.measure_s = 0.01;
+    // Planning waits on batches, not on time: on a loaded machine a whole 60-batch pass had
+    // reached the consumer within 10 ms (buffered while the test's thread waited for the
+    // CPU), and a 10 ms window never closed.
+    o.measure_s = 0;
     o.measure_batches = 3;
-    o.stored_measure_s = 0.01;
+    o.stored_measure_s = 0;
     o.stored_measure_batches = 1;
     o.log = [](const std::string&) {};
     return o;

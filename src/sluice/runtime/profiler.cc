@@ -129,9 +129,12 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
   } else if (fallback != nullptr) {
     costs.raw_bytes_per_sample = fallback->raw_bytes_per_sample;
   }
+  // Batching: as fitted before (FitLocalCost, carried in `fallback`), else the typical figure.
   const double last_bytes = n > 0 ? costs.ops[n - 1].bytes_out_per_sample : 0;
   costs.batch_cpu_s_per_sample =
-      spec.batch.size > 0 ? last_bytes * defaults.batch_cpu_s_per_byte : 0;
+      spec.batch.size <= 0  ? 0
+      : fallback != nullptr ? fallback->batch_cpu_s_per_sample
+                            : last_bytes * defaults.batch_cpu_s_per_byte;
   // Measured over a whole all-local window only (FitLocalCost), not from a report.
   costs.local_cpu_s_per_sample = fallback != nullptr ? fallback->local_cpu_s_per_sample : 0;
   costs.send_cpu_s_per_byte = fallback != nullptr && fallback->send_cpu_s_per_byte > 0
@@ -310,10 +313,13 @@ std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMo
   return fit;
 }
 
-std::optional<double> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample) {
+std::optional<LocalFit> FitLocalCost(const ReceiveWindow& w, double batch_cpu_s_per_sample) {
   if (w.samples_out < kMinFitSamples) return std::nullopt;
-  const double rest = w.process_cpu_s - w.op_cpu_s - w.samples_out * batch_cpu_s_per_sample;
-  return std::max(0.0, rest / w.samples_out);
+  const double beyond_ops = std::max(0.0, (w.process_cpu_s - w.op_cpu_s) / w.samples_out);
+  LocalFit fit;
+  fit.batch_cpu_s_per_sample = std::min(std::max(0.0, batch_cpu_s_per_sample), beyond_ops);
+  fit.local_cpu_s_per_sample = beyond_ops - fit.batch_cpu_s_per_sample;
+  return fit;
 }
 
 double TrainerCpuBudget(int threads) {

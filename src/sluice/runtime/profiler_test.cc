@@ -299,10 +299,20 @@ TEST(FitLocalCostTest, TheProcessCpuNetOfOpsAndBatchingPerSample) {
   ReceiveWindow w;
   w.process_cpu_s = 1.0;
   w.op_cpu_s = 0.6;
-  w.samples_out = 1000;
-  EXPECT_NEAR(*FitLocalCost(w, 0.1e-3), 0.3e-3, 1e-12);
+  w.samples_out = 1000;  // 0.4 ms a sample beyond the ops
+  std::optional<LocalFit> fit = FitLocalCost(w, 0.1e-3);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->batch_cpu_s_per_sample, 0.1e-3, 1e-12);
+  EXPECT_NEAR(fit->local_cpu_s_per_sample, 0.3e-3, 1e-12);
+  // A batching figure over what the window holds yields to it; the engine's share is 0.
+  fit = FitLocalCost(w, 1e-3);
+  EXPECT_NEAR(fit->batch_cpu_s_per_sample, 0.4e-3, 1e-12);
+  EXPECT_DOUBLE_EQ(fit->local_cpu_s_per_sample, 0);
   // Never negative (ops measured on threads whose CPU the process clock read before).
-  EXPECT_DOUBLE_EQ(*FitLocalCost(w, 1e-3), 0);
+  w.op_cpu_s = 1.2;
+  fit = FitLocalCost(w, 0.1e-3);
+  EXPECT_DOUBLE_EQ(fit->batch_cpu_s_per_sample, 0);
+  EXPECT_DOUBLE_EQ(fit->local_cpu_s_per_sample, 0);
   w.samples_out = 100;  // too few samples to say
   EXPECT_FALSE(FitLocalCost(w, 0).has_value());
 }
