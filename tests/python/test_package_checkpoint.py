@@ -1,7 +1,10 @@
 """state_dict() / load_state_dict(): a resumed loader yields exactly the samples not yet
 received, with the same content, locally and with a worker; a worker killed under a Python
-loop keeps the epoch exact."""
+loop keeps the epoch exact; shards from a web server resume mid-shard."""
+import pathlib
 import pickle
+import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -98,9 +101,6 @@ def test_resume_mid_shard_from_a_web_server(sluice, binary, tmp_path):
     """Shards read over HTTP, with a tenth of the requests failing: a loader stopped in the
     middle of a shard resumes from state_dict() with exactly the samples it had not given,
     with the bytes of an uninterrupted pass."""
-    import pathlib
-    import re
-    import subprocess
     from conftest import gen_images
     gen_images(binary, tmp_path, 40, 32, 24, 3, "--format", "tar", "--shard-size", "16")
     server_py = pathlib.Path(__file__).resolve().parents[1] / "http_shard_server.py"

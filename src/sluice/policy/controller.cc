@@ -211,10 +211,9 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
 
 TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_per_s) {
   started_ = true;
-  const bool measured_local = local_samples_per_s.has_value() && *local_samples_per_s > 0;
   const Beliefs before = CurrentBeliefs();
   tried_.clear();
-  if (measured_local) {
+  if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
     Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
                 {}, before};
     for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);

@@ -1,7 +1,5 @@
 #include "sluice/runtime/auto_loader.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
