@@ -156,7 +156,11 @@ bool Controller::MeasuredWorse(const Plan& plan) {
       all_local->rate.n >= options_.min_measured_periods) {
     local_now = all_local->rate.Mean();
   }
-  for (const Lost& lost : lost_to_local_) {
+  std::vector<const MeasuredLoss*> losses;
+  for (const MeasuredLoss& l : remembered_) losses.push_back(&l);
+  for (const MeasuredLoss& l : lost_to_local_) losses.push_back(&l);
+  for (const MeasuredLoss* loss : losses) {
+    const MeasuredLoss& lost = *loss;
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
     // holds there too. It is believed at the share of its prediction that the lost plan
@@ -178,6 +182,55 @@ bool Controller::MeasuredWorse(const Plan& plan) {
   return false;
 }
 
+MeasuredLoss Controller::LossOf(const Plan& plan, double measured, double local) const {
+  MeasuredLoss loss{plan, measured, local, {}};
+  for (const std::string& address : plan.worker_addresses) {
+    double cpus = 0;
+    for (const WorkerProfile& w : profile_.workers) {
+      if (w.address == address) cpus = w.cpu_budget;
+    }
+    loss.worker_cpus.push_back(cpus);
+  }
+  return loss;
+}
+
+void Controller::ForgetLosses(const Plan& plan) {
+  const auto same = [&plan](const MeasuredLoss& l) { return SameShape(l.plan, plan); };
+  std::erase_if(remembered_, same);
+  std::erase_if(lost_to_local_, same);
+}
+
+void Controller::Remember(const std::vector<MeasuredLoss>& earlier) {
+  for (const MeasuredLoss& loss : earlier) {
+    if (!loss.plan.offload || loss.worker_cpus.size() != loss.plan.worker_addresses.size()) {
+      continue;
+    }
+    bool same_workers = !loss.plan.worker_addresses.empty();
+    for (size_t i = 0; i < loss.plan.worker_addresses.size() && same_workers; ++i) {
+      const WorkerProfile* w = nullptr;
+      for (const WorkerProfile& p : profile_.workers) {
+        if (p.address == loss.plan.worker_addresses[i]) w = &p;
+      }
+      // Budgets are told apart to 0.01 CPU, as the metric store's host key tells the
+      // trainer's apart: a worker with another quota is another cluster.
+      same_workers = w != nullptr && absl::StrFormat("%.2f", w->cpu_budget) ==
+                                         absl::StrFormat("%.2f", loss.worker_cpus[i]);
+    }
+    if (same_workers) remembered_.push_back(loss);
+  }
+}
+
+std::vector<MeasuredLoss> Controller::losses() const {
+  // One per shape, the newest (so at most one per cut, read mode, codec and worker set), and
+  // only these workers': a run keeps what its own cluster measured.
+  std::vector<MeasuredLoss> out = remembered_;
+  for (const MeasuredLoss& l : lost_to_local_) {
+    std::erase_if(out, [&l](const MeasuredLoss& o) { return SameShape(o.plan, l.plan); });
+    out.push_back(l);
+  }
+  return out;
+}
+
 void Controller::NoteDecision(const Plan& was, const Beliefs& before, const TimelineEntry& entry) {
   if (world_changed_) {
     // Offloading rates measured in another world say nothing about this one. All-local's
@@ -190,6 +243,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     trials_ = 0;
     checking_against_.reset();
     lost_to_local_.clear();
+    remembered_.clear();  // measured with other workers or budgets than these
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
     tried_[current_].beliefs = before;
@@ -222,11 +276,26 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   }
   current_ = tried_.size();
   const Plan was;
-  plan_ = PlanSluice(effective_profile(), options_.planner);
+  const Profile eff = effective_profile();
+  PlannerOptions po = options_.planner;
+  plan_ = PlanSluice(eff, po);
+  // A shape an earlier run measured no faster than all-local on these workers is not the
+  // start: the next best is (each shape once; the candidates are finite).
+  std::vector<std::string> skipped;
+  while (plan_.offload && MeasuredWorse(plan_)) {
+    skipped.push_back(plan_.PolicyString());
+    po.excluded.push_back({Candidate{plan_.cut, plan_.read_mode, plan_.codec},
+                           "measured no faster than all-local with these workers before"});
+    plan_ = PlanSluice(eff, po);
+  }
   last_change_t_ = t_s;
-  TimelineEntry e = Record(t_s, DecisionKind::kInitial,
-                           plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
-                                         : "initial plan: no offload");
+  std::string reason = plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
+                                     : "initial plan: no offload";
+  if (!skipped.empty()) {
+    absl::StrAppend(&reason, " (the model's ", absl::StrJoin(skipped, " and then "),
+                    " measured no faster than all-local with these workers in an earlier run)");
+  }
+  TimelineEntry e = Record(t_s, DecisionKind::kInitial, reason);
   NoteDecision(was, before, e);
   return e;
 }
@@ -568,12 +637,13 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
   const double offload_rate = offload->rate.Mean();
   if (!(offload_rate > local_rate)) {
     // Measured no better: all-local stays, and the plan is not adopted again in this world.
-    lost_to_local_.push_back({against, offload_rate, local_rate});
+    lost_to_local_.push_back(LossOf(against, offload_rate, local_rate));
     return Record(t, DecisionKind::kRollback,
                   absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),
                                " samples/s against ", FormatRate(offload_rate), " for ",
                                against.PolicyString(), ": all-local stays"));
   }
+  ForgetLosses(against);
   const Beliefs restore = offload->beliefs;
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;

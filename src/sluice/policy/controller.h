@@ -153,6 +153,14 @@ class Controller {
   TimelineEntry RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
                                    std::optional<double> cpu_s_per_byte);
 
+  // Losses measured in earlier runs (the metric store's), before Start: the ones whose
+  // workers are this profile's with the same CPU budgets count as if measured in this run.
+  // The first plan and every later one skip a shape they rule out (MeasuredWorse's rule).
+  void Remember(const std::vector<MeasuredLoss>& earlier);
+  // The losses to keep for the next run: the remembered ones this run did not contradict and
+  // this run's, the newest last.
+  std::vector<MeasuredLoss> losses() const;
+
   const Plan& plan() const { return plan_; }
   // The profile as the controller now sees it (reported budgets, fresh costs, the worker
   // set) with its calibration applied.
@@ -244,13 +252,13 @@ class Controller {
   int trials_ = 0;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
   // Offloading plans an all-local check measured under all-local, with what the check
-  // measured: the plan's rate and all-local's.
-  struct Lost {
-    Plan plan;
-    double measured = 0;
-    double local = 0;
-  };
-  std::vector<Lost> lost_to_local_;
+  // measured: the plan's rate and all-local's. In this run (lost_to_local_), and in earlier
+  // runs with the same workers and budgets (Remember).
+  std::vector<MeasuredLoss> lost_to_local_;
+  std::vector<MeasuredLoss> remembered_;
+  MeasuredLoss LossOf(const Plan& plan, double measured, double local) const;
+  // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
+  void ForgetLosses(const Plan& plan);
 };
 
 // Whether two plans run the same way: both local, or the same cut, read mode, codec, worker

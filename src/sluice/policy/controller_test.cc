@@ -590,6 +590,46 @@ TEST(ControllerTest, APlacementThatLostTheCheckIsNotAdoptedAgainAtAnotherRatio) 
   }
 }
 
+// A loss an earlier run measured with these workers at these budgets (the metric store's):
+// the next run does not start on its shape but on the model's next best, says why, and
+// keeps the loss for the run after. A worker with another budget is another cluster: the
+// loss does not count there.
+TEST(ControllerTest, ALossFromAnEarlierRunWithTheseWorkersIsNotTheStart) {
+  Controller first(UnequalWorkersProfile());
+  const LostCheck l = LoseTheAllLocalCheck(first);
+  ASSERT_TRUE(l.offload.offload);
+  ASSERT_EQ(l.rollback.kind, DecisionKind::kRollback) << l.rollback.reason;
+  const std::vector<MeasuredLoss> kept = first.losses();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(SamePlacement(kept[0].plan, l.offload));
+  EXPECT_EQ(kept[0].worker_cpus, (std::vector<double>{0.25, 1.0}));
+  EXPECT_LT(kept[0].measured, kept[0].local);
+
+  Controller next(UnequalWorkersProfile());
+  next.Remember(kept);
+  const TimelineEntry e = next.Start(0, 555);
+  ASSERT_TRUE(next.plan().offload) << next.plan().explanation;
+  EXPECT_FALSE(SameShape(next.plan(), l.offload)) << next.plan().PolicyString();
+  EXPECT_THAT(e.reason, HasSubstr("in an earlier run"));
+  EXPECT_THAT(e.reason, HasSubstr(l.offload.PolicyString()));
+  bool shown = false;
+  for (const Evaluation& c : next.plan().candidates) {
+    if (c.candidate == Candidate{l.offload.cut, l.offload.read_mode, l.offload.codec}) {
+      EXPECT_FALSE(c.feasible);
+      shown = c.reason.find("with these workers before") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(shown);
+  ASSERT_EQ(next.losses().size(), 1u);
+  EXPECT_TRUE(SamePlacement(next.losses()[0].plan, l.offload));
+
+  Profile other = UnequalWorkersProfile();
+  other.workers[0].cpu_budget = 0.5;
+  Controller elsewhere(other);
+  elsewhere.Remember(kept);
+  EXPECT_TRUE(elsewhere.losses().empty());
+}
+
 // ... and one that measures over all-local's steady rate goes back to offloading, once.
 TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
   Controller c(StandardProfile());

@@ -102,7 +102,8 @@ std::string MetricStore::PathFor(const MetricKey& key) const {
                       ".json");
 }
 
-Status MetricStore::Save(const MetricKey& key, const Costs& costs) const {
+Status MetricStore::Save(const MetricKey& key, const Costs& costs,
+                         const std::vector<MeasuredLoss>& losses) const {
   if (!ValidKeyPart(key.pipeline_fingerprint) || !ValidKeyPart(key.host_fingerprint)) {
     return absl::InvalidArgumentError(
         absl::StrCat("metric store: bad key '", key.pipeline_fingerprint, "-", key.host_fingerprint,
@@ -114,11 +115,14 @@ Status MetricStore::Save(const MetricKey& key, const Costs& costs) const {
     return absl::InternalError(
         absl::StrCat("metric store: cannot create ", options_.dir, ": ", ec.message()));
   }
+  nlohmann::json lost = nlohmann::json::array();
+  for (const MeasuredLoss& l : losses) lost.push_back(ToJson(l));
   const nlohmann::json j{{"format", kFormat},
                          {"pipeline_fingerprint", key.pipeline_fingerprint},
                          {"host_fingerprint", key.host_fingerprint},
                          {"saved_at_unix_s", options_.now_unix_s()},
-                         {"costs", ToJson(costs)}};
+                         {"costs", ToJson(costs)},
+                         {"losses", std::move(lost)}};
   const std::string path = PathFor(key);
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
@@ -160,6 +164,7 @@ MetricLoadResult MetricStore::Load(const MetricKey& key) const {
   auto ignore = [&r](const std::string& why) {
     r.warning = absl::StrCat("metric store: ignoring ", r.path, ": ", why);
     r.costs.reset();
+    r.losses.clear();
     return r;
   };
   std::ifstream in(r.path, std::ios::binary);
@@ -195,6 +200,15 @@ MetricLoadResult MetricStore::Load(const MetricKey& key) const {
   check.costs = *costs;
   if (Status valid = ValidateProfile(check); !valid.ok()) {
     return ignore(absl::StrCat("corrupt (", valid.message(), ")"));
+  }
+  // Absent in entries written before losses were kept: none then.
+  if (auto lost = j.find("losses"); lost != j.end()) {
+    if (!lost->is_array()) return ignore("corrupt (losses is not a list)");
+    for (const nlohmann::json& l : *lost) {
+      StatusOr<MeasuredLoss> loss = MeasuredLossFromJson(l);
+      if (!loss.ok()) return ignore(absl::StrCat("corrupt (", loss.status().message(), ")"));
+      r.losses.push_back(*std::move(loss));
+    }
   }
   r.costs = std::move(*costs);
   return r;

@@ -1,6 +1,7 @@
 // MetricStore: the measured costs of a pipeline on a host (policy::Costs), kept on disk so
-// that a repeated run plans from its first step instead of profiling first
-// (docs/policy.md, "The metric store").
+// that a repeated run plans from its first step instead of profiling first, and the plans
+// that measured no faster than all-local there (MeasuredLoss), so that it does not start on
+// one again (docs/policy.md, "The metric store").
 //
 // One JSON file per key in a directory (default $XDG_CACHE_HOME/sluice, else
 // ~/.cache/sluice), named <pipeline fingerprint>-<host fingerprint>.json. The pipeline
@@ -20,8 +21,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sluice/core/status.h"
+#include "sluice/policy/plan.h"
 #include "sluice/policy/profile.h"
 
 namespace sluice::policy {
@@ -51,6 +54,9 @@ struct MetricStoreOptions {
 
 struct MetricLoadResult {
   std::optional<Costs> costs;  // set on a hit
+  // The plans measured no faster than all-local in earlier runs (Controller::losses), with
+  // their workers: a hit may have none.
+  std::vector<MeasuredLoss> losses;
   double age_s = 0;            // of the entry found
   std::string path;
   std::string warning;  // why an existing entry was ignored ("" otherwise)
@@ -66,7 +72,8 @@ class MetricStore {
 
   // Creates the directory if needed. InvalidArgument for a key with characters other than
   // letters, digits, '-' and '_'; Internal (with the path and errno text) if writing fails.
-  Status Save(const MetricKey& key, const Costs& costs) const;
+  Status Save(const MetricKey& key, const Costs& costs,
+              const std::vector<MeasuredLoss>& losses = {}) const;
   MetricLoadResult Load(const MetricKey& key) const;
 
  private:

@@ -60,6 +60,53 @@ TEST_F(MetricStoreTest, RoundTrip) {
   EXPECT_EQ(Store().Load(key_).costs->ops[1].cpu_s_per_sample, 2e-3);
 }
 
+// The plans measured no faster than all-local travel with the costs; an entry without them
+// (written before they were kept) is a hit with none, and a malformed one is ignored whole.
+TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
+  const Costs costs = testing::StandardProfile().costs;
+  MeasuredLoss loss;
+  loss.plan.offload = true;
+  loss.plan.cut = 2;
+  loss.plan.ratio = 0.74;
+  loss.plan.worker_shares = {0.57, 0.17};
+  loss.plan.read_mode = ReadMode::kLocalRead;
+  loss.plan.codec = Codec::kLz4;
+  loss.plan.local_spill_over = false;
+  loss.plan.worker_addresses = {"10.0.0.2:7700", "10.0.1.2:7700"};
+  loss.plan.predicted_samples_per_s = 1395;
+  loss.measured = 1301;
+  loss.local = 1365;
+  loss.worker_cpus = {0.5, 1.5};
+  ASSERT_TRUE(Store().Save(key_, costs, {loss}).ok());
+  MetricLoadResult r = Store().Load(key_);
+  ASSERT_TRUE(r.costs.has_value()) << r.warning;
+  ASSERT_EQ(r.losses.size(), 1u);
+  const MeasuredLoss& got = r.losses[0];
+  EXPECT_EQ(static_cast<const Placement&>(got.plan), static_cast<const Placement&>(loss.plan));
+  EXPECT_TRUE(got.plan.offload);
+  EXPECT_EQ(got.plan.worker_addresses, loss.plan.worker_addresses);
+  EXPECT_EQ(got.plan.predicted_samples_per_s, 1395);
+  EXPECT_EQ(got.measured, 1301);
+  EXPECT_EQ(got.local, 1365);
+  EXPECT_EQ(got.worker_cpus, loss.worker_cpus);
+
+  ASSERT_TRUE(Store().Save(key_, costs).ok());
+  r = Store().Load(key_);
+  EXPECT_TRUE(r.costs.has_value()) << r.warning;
+  EXPECT_TRUE(r.losses.empty());
+
+  nlohmann::json j = ToJson(loss);
+  j["worker_cpus"] = {0.5};  // one for two workers
+  nlohmann::json file = nlohmann::json::parse(
+      std::ifstream(Store().PathFor(key_)), nullptr, /*allow_exceptions=*/false);
+  file["losses"] = nlohmann::json::array({j});
+  std::ofstream(Store().PathFor(key_)) << file.dump();
+  r = Store().Load(key_);
+  EXPECT_FALSE(r.costs.has_value());
+  EXPECT_TRUE(r.losses.empty());
+  EXPECT_THAT(r.warning, HasSubstr("one worker_cpus entry per worker"));
+}
+
 TEST_F(MetricStoreTest, MissIsSilent) {
   const MetricLoadResult r = Store().Load(key_);
   EXPECT_FALSE(r.costs.has_value());

@@ -1,6 +1,7 @@
 #include "sluice/policy/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,61 @@ std::string FormatCandidateTable(const Profile& profile, const Plan& plan) {
   }
   out += absl::StrFormat("  all-local: %s samples/s\n", FormatRate(AllLocalSamplesPerS(profile)));
   return out;
+}
+
+json ToJson(const MeasuredLoss& loss) {
+  return json{{"placement", PlacementToJson(loss.plan, loss.plan.worker_addresses)},
+              {"predicted", loss.plan.predicted_samples_per_s},
+              {"measured", loss.measured},
+              {"local", loss.local},
+              {"worker_cpus", loss.worker_cpus}};
+}
+
+StatusOr<MeasuredLoss> MeasuredLossFromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("a measured loss is not an object");
+  auto placement = j.find("placement");
+  if (placement == j.end() || !placement->is_object()) {
+    return absl::InvalidArgumentError("a measured loss has no placement");
+  }
+  SLUICE_ASSIGN_OR_RETURN(Placement p, PlacementFromJson(*placement));
+  MeasuredLoss loss;
+  static_cast<Placement&>(loss.plan) = p;
+  loss.plan.offload = true;
+  auto workers = placement->find("workers");
+  if (workers != placement->end() && workers->is_array()) {
+    for (const json& w : *workers) {
+      auto address = w.is_object() ? w.find("address") : w.end();
+      if (address == w.end() || !address->is_string()) {
+        return absl::InvalidArgumentError("a measured loss names a worker without an address");
+      }
+      loss.plan.worker_addresses.push_back(address->get<std::string>());
+    }
+  }
+  auto number = [&j](const char* key, double* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+        it->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a measured loss's ", key, " is not a number >= 0"));
+    }
+    *out = it->get<double>();
+    return absl::OkStatus();
+  };
+  SLUICE_RETURN_IF_ERROR(number("predicted", &loss.plan.predicted_samples_per_s));
+  SLUICE_RETURN_IF_ERROR(number("measured", &loss.measured));
+  SLUICE_RETURN_IF_ERROR(number("local", &loss.local));
+  auto cpus = j.find("worker_cpus");
+  if (cpus == j.end() || !cpus->is_array() ||
+      cpus->size() != loss.plan.worker_addresses.size()) {
+    return absl::InvalidArgumentError("a measured loss needs one worker_cpus entry per worker");
+  }
+  for (const json& c : *cpus) {
+    if (!c.is_number() || !std::isfinite(c.get<double>())) {
+      return absl::InvalidArgumentError("a measured loss's worker_cpus are not numbers");
+    }
+    loss.worker_cpus.push_back(c.get<double>());
+  }
+  return loss;
 }
 
 Plan PlanNone(const Profile& profile, const std::string& reason) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "sluice/core/status.h"
 #include "sluice/policy/model.h"
 #include "sluice/policy/profile.h"
 
@@ -38,6 +39,21 @@ struct Plan : Placement {
   // workers).
   std::string PolicyString() const;
 };
+
+// An offloading plan that an all-local check measured no faster than all-local (the
+// controller's rule, docs/policy.md), with what the check measured. Kept in the metric store
+// with the workers' CPU budgets, so that a later run with the same workers does not start
+// on a plan this cluster already measured worse (Controller::Remember).
+struct MeasuredLoss {
+  Plan plan;  // placement, worker_addresses and predicted_samples_per_s are what count
+  double measured = 0;  // the plan's rate, samples/s
+  double local = 0;     // all-local's, in the same check
+  std::vector<double> worker_cpus;  // per worker_addresses, their CPU budgets then
+};
+// {"placement": PlacementToJson (with the workers' addresses), "predicted", "measured",
+//  "local", "worker_cpus"}; the inverse returns InvalidArgument naming what is wrong.
+nlohmann::json ToJson(const MeasuredLoss& loss);
+StatusOr<MeasuredLoss> MeasuredLossFromJson(const nlohmann::json& j);
 
 // JSON in the CLI's spelling: the placement's fields (PlacementToJson: "cut" (int or
 // "batch"), "ratio", "spill", "read_mode", "compression", "workers": [{"address", "share"}])

@@ -164,7 +164,14 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   Plan plan = PlanNone(profile, "");
   plan.planner = "sluice";
   for (const Candidate& c : EnumerateCandidates(profile, model)) {
-    plan.candidates.push_back(Evaluate(profile, c, model));
+    Evaluation e = Evaluate(profile, c, model);
+    for (const PlannerOptions::Excluded& x : options.excluded) {
+      if (e.feasible && x.candidate == c) {
+        e.feasible = false;
+        e.reason = x.why;
+      }
+    }
+    plan.candidates.push_back(std::move(e));
   }
   const double local = plan.predicted_local_samples_per_s;
   std::vector<std::string> lines = {DemandLine(profile), AllLocalLine(profile)};

@@ -6,6 +6,9 @@
 #ifndef SLUICE_POLICY_SLUICE_PLANNER_H_
 #define SLUICE_POLICY_SLUICE_PLANNER_H_
 
+#include <string>
+#include <vector>
+
 #include "sluice/policy/plan.h"
 #include "sluice/policy/profile.h"
 
@@ -45,6 +48,13 @@ struct PlannerOptions {
   // trainer's own share is large, and spill-over is what covers a worker the model overrates
   // (image-7to7: 843 samples/s with it, 630 without).
   bool strict_local_share_when_trainer_bound = true;
+  // Candidates not to pick, each with the reason shown for it in the candidate table
+  // (the controller's: a shape an all-local check measured no faster than all-local).
+  struct Excluded {
+    Candidate candidate;
+    std::string why;
+  };
+  std::vector<Excluded> excluded;
 };
 
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose

@@ -26,7 +26,6 @@ AutoLoader::AutoLoader(pipeline::PipelineSpec spec, AutoOptions options)
 
 AutoLoader::~AutoLoader() {
   Cancel();
-  if (prober_.joinable()) prober_.join();
   if (reprober_.joinable()) reprober_.join();
   // A resolver can take seconds to give up: the expansion writes only its own shared state.
   if (discoverer_.joinable()) discoverer_.detach();
@@ -46,6 +45,29 @@ void AutoLoader::Log(const std::string& message) const { LogNote(options_.log, m
 StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::PipelineSpec& spec,
                                                          AutoOptions options) {
   std::unique_ptr<AutoLoader> a(new AutoLoader(spec, std::move(options)));
+  const size_t n = a->options_.workers.size();
+  a->reachable_.assign(n, false);
+  a->last_worker_samples_.assign(n, 0);
+  a->last_worker_failures_.assign(n, 0);
+  a->last_worker_drains_.assign(n, 0);
+  a->listed_.assign(n, true);
+  if (n > 0) {
+    // The links are timed before the pipeline starts. Timed beside it, a reading was the
+    // trainer's CPU left over for receiving, not the link: on a 0.5-CPU trainer a 1 Gbit link
+    // read 42-92 MB/s from run to run and carried 102 MB/s in the same runs' offloading, and
+    // the model, which charges receiving to the trainer's CPU per byte, counted that CPU
+    // twice. Workers are connected in parallel, so one that does not answer delays the first
+    // batch by its connect timeout, not by one per worker.
+    const int64_t probe_start = NowNanos();
+    a->probes_ = ProbeWorkers(a->options_.workers, &a->probe_errors_, StorageCheckPath(a->spec_));
+    a->probe_s_ = (NowNanos() - probe_start) / 1e9;
+    for (const std::optional<rpc::LinkProbe>& p : a->probes_) {
+      if (p.has_value() && p->can_read == false) {
+        a->Log(absl::StrCat("worker ", p->info.address, " cannot read the data itself (",
+                            p->read_error, "): it gets the bytes from here (local_read)"));
+      }
+    }
+  }
   LoaderOptions local = a->options_.base;
   local.workers.clear();
   local.ratio = 0;
@@ -55,27 +77,6 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   SLUICE_ASSIGN_OR_RETURN(a->loader_, Loader::Create(a->spec_, local));
   a->loaders_created_ = 1;
   a->applied_ = policy::Plan();
-
-  const size_t n = a->options_.workers.size();
-  a->reachable_.assign(n, false);
-  a->last_worker_samples_.assign(n, 0);
-  a->last_worker_failures_.assign(n, 0);
-  a->last_worker_drains_.assign(n, 0);
-  a->listed_.assign(n, true);
-  if (n > 0) {
-    const std::string check_path = StorageCheckPath(a->spec_);
-    AutoLoader* self = a.get();
-    a->prober_ = std::thread([self, check_path] {
-      self->probes_ = ProbeWorkers(self->options_.workers, &self->probe_errors_, check_path);
-      for (const std::optional<rpc::LinkProbe>& p : self->probes_) {
-        if (p.has_value() && p->can_read == false) {
-          self->Log(absl::StrCat("worker ", p->info.address,
-                                 " cannot read the data itself (", p->read_error,
-                                 "): it gets the bytes from here (local_read)"));
-        }
-      }
-    });
-  }
 
   if (a->options_.metric_store.has_value()) {
     a->store_.emplace(*a->options_.metric_store);
@@ -87,6 +88,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     policy::MetricLoadResult loaded = a->store_->Load(a->key_);
     if (loaded.costs.has_value()) {
       a->stored_costs_ = std::move(loaded.costs);
+      a->stored_losses_ = std::move(loaded.losses);
       a->store_note_ = absl::StrCat("hit (saved ", static_cast<int64_t>(loaded.age_s), " s ago)");
       a->Log(absl::StrCat("metric store: planning from the costs in ", loaded.path, ", saved ",
                           static_cast<int64_t>(loaded.age_s), " s ago"));
@@ -100,10 +102,9 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   return a;
 }
 
-void AutoLoader::JoinProbes() {
-  if (probes_joined_) return;
-  if (prober_.joinable()) prober_.join();
-  probes_joined_ = true;
+void AutoLoader::AdoptProbes() {
+  if (probes_adopted_) return;
+  probes_adopted_ = true;
   probes_.resize(options_.workers.size());
   probe_errors_.resize(options_.workers.size());
   for (size_t i = 0; i < probes_.size(); ++i) {
@@ -212,7 +213,7 @@ policy::Costs AutoLoader::MeasuredCosts() const {
 }
 
 Status AutoLoader::PlanFirst(int64_t now_ns) {
-  JoinProbes();
+  AdoptProbes();
   const ConsumerWindow window =
       Window(window_start_, meter_.counters(), (now_ns - window_start_ns_) / 1e9);
   policy::Profile profile;
@@ -260,6 +261,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   // A rank of a sharded run never batches per split (LoaderOptions::shard).
   copt.planner.allow_after_batch = spec_.batch.size > 0 && !options_.base.shard.sharded();
   controller_ = std::make_unique<policy::Controller>(profile, copt);
+  controller_->Remember(stored_losses_);
   // The window's all-local rate is the plan to come back to if offloading measures worse.
   policy::TimelineEntry entry = controller_->Start(Seconds(now_ns), window.samples_per_s());
   entry.reason = absl::StrCat(
@@ -271,7 +273,8 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
       entry.reason);
   profile_for_report_ = profile;
   if (options_.apply_plans) SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
-  time_to_plan_s_ = Seconds(NowNanos());
+  // From the first batch asked for, and the probe's time before the pipeline started.
+  time_to_plan_s_ = Seconds(NowNanos()) + probe_s_;
   LogDecision(entry);
   if (options_.on_decision) options_.on_decision(entry);
   timeline_.push_back(entry);
@@ -636,7 +639,7 @@ Status AutoLoader::Finish() {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }
   }
-  return store_->Save(key_, costs);
+  return store_->Save(key_, costs, controller_ != nullptr ? controller_->losses() : stored_losses_);
 }
 
 AutoReport AutoLoader::Report() const {
@@ -645,6 +648,7 @@ AutoReport AutoLoader::Report() const {
   r.timeline = timeline_;
   r.profile = profile_for_report_;
   r.time_to_plan_s = time_to_plan_s_;
+  r.probe_s = probe_s_;
   r.costs_from_store = stored_costs_.has_value();
   if (store_.has_value()) r.store_path = store_->PathFor(key_);
   r.store_note = store_note_;

@@ -97,6 +97,9 @@ struct AutoReport {
   // From the first batch request to the first plan applied (or the decision not to offload);
   // nullopt if the run ended before.
   std::optional<double> time_to_plan_s;
+  // The workers' probe in Create, which ran before the pipeline started (0: no workers).
+  // time_to_plan_s includes it.
+  double probe_s = 0;
   bool costs_from_store = false;
   std::string store_path;   // the entry looked up (empty: no store)
   std::string store_note;   // "hit (saved 12 s ago)", "miss", or the warning
@@ -107,8 +110,8 @@ struct AutoReport {
 
 class AutoLoader final : public BatchSource {
  public:
-  // Creates the local Loader, starts probing the workers in the background and looks the
-  // costs up in the metric store.
+  // Probes the workers (their CPU budget, RTT and link, timed before anything else runs
+  // here), then creates the local Loader and looks the costs up in the metric store.
   static StatusOr<std::unique_ptr<AutoLoader>> Create(const pipeline::PipelineSpec& spec,
                                                       AutoOptions options);
   ~AutoLoader() override;
@@ -156,7 +159,8 @@ class AutoLoader final : public BatchSource {
   // once it has settled.
   void ScheduleReceiveMark();
   policy::Costs MeasuredCosts() const;
-  void JoinProbes();
+  // Marks the workers the probe reached and warns about the others (at the first plan).
+  void AdoptProbes();
 
   // The trainer's whole-process CPU while a Loader offloads on uncompressed streams: the
   // streams' own counters miss gRPC's threads. Marked when such a Loader starts.
@@ -202,11 +206,11 @@ class AutoLoader final : public BatchSource {
   LoaderReport retired_;  // the Loaders replaced so far, summed
   int loaders_created_ = 0;
 
-  std::thread prober_;
   std::vector<std::optional<rpc::LinkProbe>> probes_;
   std::vector<std::string> probe_errors_;
   std::vector<bool> reachable_;  // per configured worker, at last sight
-  bool probes_joined_ = false;
+  bool probes_adopted_ = false;
+  double probe_s_ = 0;  // the workers' probe in Create, before the pipeline started
   // Workers not reachable at last sight are probed again now and then (a worker that comes
   // back, or starts late, joins the plan).
   void Reprobe(int64_t now_ns);
@@ -218,6 +222,7 @@ class AutoLoader final : public BatchSource {
   std::optional<policy::MetricStore> store_;
   policy::MetricKey key_;
   std::optional<policy::Costs> stored_costs_;
+  std::vector<policy::MeasuredLoss> stored_losses_;  // with the stored costs
   std::string store_note_;
   std::optional<policy::Costs> costs_;  // the costs of the first plan
   std::optional<policy::Profile> profile_for_report_;

@@ -196,6 +196,30 @@ TEST_F(AutoLoaderTest, AStalledRunSwitchesToAnOffloadingLoaderAndLosesNothing) {
   EXPECT_GT(r.profile->consumer.stall_fraction, 0.05);
 }
 
+// The links are timed before the pipeline starts (timed beside it, a reading was the CPU the
+// pipeline left the trainer for receiving): Create returns with the probe done, and the time
+// to plan counts it.
+TEST_F(AutoLoaderTest, TheWorkersAreProbedBeforeThePipelineStarts) {
+  auto server = StartWorker();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/4);
+  auto loader = AutoLoader::Create(spec, Options({(*server)->address()}));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const double probe_s = (*loader)->Report().probe_s;
+  EXPECT_GT(probe_s, 0);
+  EXPECT_TRUE(ById(Drain(**loader)) == Expected(spec));
+  const AutoReport r = (*loader)->Report();
+  EXPECT_EQ(r.probe_s, probe_s);
+  ASSERT_TRUE(r.time_to_plan_s.has_value());
+  EXPECT_GE(*r.time_to_plan_s, probe_s);
+  ASSERT_EQ(r.profile->workers.size(), 1u);
+  EXPECT_GT(r.profile->workers[0].link_bytes_per_s, 0);
+
+  auto alone = AutoLoader::Create(spec, Options({}));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ((*alone)->Report().probe_s, 0);
+}
+
 // A second pass (Python iterating its loader again) goes on with the plan: no new all-local
 // window and no new first plan, only a new Loader, and it delivers exactly its own epochs.
 TEST_F(AutoLoaderTest, ANextPassKeepsThePlanAndDeliversItsEpochsOnce) {
