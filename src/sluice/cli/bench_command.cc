@@ -748,7 +748,7 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
                                  {"to_worker", after.second - before[i].second}});
   }
   // Each event as the training loop saw it: the rates before it, per second after it, and
-  // from kEventSettleS after it to the end (docs/BENCHMARKS.md, "Recovery after an event").
+  // from kEventSettleS after it to the end (docs/BENCHMARKS.md, "Recovery after the event").
   if (!scenario_.events.empty() && result.contains("progress")) {
     const json& progress = result["progress"];
     const auto ends = progress.value("step_end_s", std::vector<double>{});

@@ -1,7 +1,7 @@
 // Scenario: the cluster and job `sluice bench` sets up and runs, read from YAML:
 //
 //   name: image-7to21
-//   pipeline: examples/pipelines/imagenet_randaugment.yaml
+//   pipeline: examples/pipelines/imagenet_train.yaml
 //   data: {kind: jpeg, count: 2000, seed: 1}          # plus gen-data options (width, ...)
 //   trainer: {cpus: 0.5}                              # or several:
 //   trainers: [{cpus: 0.4}, {cpus: 0.4, start_s: 10}]
