@@ -191,6 +191,26 @@ std::string Tail(const std::string& path, size_t max_chars = 1500) {
 
 // Waits for `pid`, polling so that a signal or a deadline ends the wait (the child is then
 // killed). `tick` runs every poll with the seconds since the start. Returns the exit code.
+}  // namespace
+
+SweepRunLimit OracleRunLimit(const json& sweep) {
+  SweepRunLimit out;
+  double best_rate = 0;
+  for (const json& r : sweep) {
+    if (!r.is_object()) continue;
+    const double rate = r.value("samples_per_s", 0.0);
+    const double wall = r.value("wall_s", 0.0);
+    if (!(rate > best_rate) || !(wall > 0)) continue;
+    best_rate = rate;
+    out.limit_s = 2 * wall;
+    out.fastest = absl::StrFormat("%s, %.0f samples/s in %.1f s",
+                                  r.value("policy_arg", std::string("?")), rate, wall);
+  }
+  return out;
+}
+
+namespace {
+
 StatusOr<int> WaitChild(pid_t pid, double timeout_s, const std::function<void(double)>& tick) {
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -293,7 +313,9 @@ class BenchRunner {
   Status StartWorkers();
   Status RestoreWorld();
   // One `sluice train` run under `policy`; its JSON plus what the bench measured around it.
-  StatusOr<json> RunTrain(const std::string& policy, const std::string& tag);
+  // `timeout_s` > 0: this run's own limit, within --run-timeout.
+  StatusOr<json> RunTrain(const std::string& policy, const std::string& tag,
+                          double timeout_s = 0);
   StatusOr<json> RunPolicy(const PolicyDef* def, const std::string& name);
 
   BenchOptions options_;
@@ -564,7 +586,10 @@ double TimeToOffload(const json& result) {
   return fixed_offload ? 0.0 : -1.0;
 }
 
-StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag) {
+StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::string& tag,
+                                     double timeout_s) {
+  const double limit_s =
+      timeout_s > 0 ? std::min(timeout_s, options_.run_timeout_s) : options_.run_timeout_s;
   SLUICE_RETURN_IF_ERROR(RestoreWorld());
   const int run = run_counter_++;
   const int trainers = testbed_->num_trainers();
@@ -676,7 +701,7 @@ StatusOr<json> BenchRunner::RunTrain(const std::string& policy, const std::strin
     if (g_signal.load() != 0) return Interrupted();
     SLUICE_RETURN_IF_ERROR(event_error);
     const pid_t pid = pids[k];
-    StatusOr<int> code = WaitChild(pid, options_.run_timeout_s, tick);
+    StatusOr<int> code = WaitChild(pid, limit_s, tick);
     pids[k] = -1;  // reaped
     SLUICE_RETURN_IF_ERROR(code.status());
     SLUICE_RETURN_IF_ERROR(event_error);
@@ -792,10 +817,24 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
       sweep.push_back(std::move(reused));
       return absl::OkStatus();
     }
-    StatusOr<json> r = RunTrain(policy, name);
+    // A sweep's run that lasts twice as long as the fastest run so far measures under half
+    // its rate: it can be neither the oracle's pick nor one of the two pairs pass 2 explores,
+    // so it is stopped there (a read=local plan on a slow link had run for 300 s, most of a
+    // scenario's sweep, to measure 82 samples/s beside 1495).
+    const SweepRunLimit limit = def->oracle_sweep ? OracleRunLimit(sweep) : SweepRunLimit{};
+    const double cap_s = limit.limit_s;
+    StatusOr<json> r = RunTrain(policy, name, cap_s);
     if (r.ok()) measured_[policy] = *r;
     if (!r.ok()) {
       if (g_signal.load() != 0) return r.status();
+      if (cap_s > 0 && absl::IsDeadlineExceeded(r.status()) && cap_s < options_.run_timeout_s) {
+        sweep.push_back(
+            {{"policy_arg", policy},
+             {"error", absl::StrFormat("stopped after %.1f s, twice the fastest run so far (%s): "
+                                       "under half its rate",
+                                       cap_s, limit.fastest)}});
+        return absl::OkStatus();
+      }
       // A combination that does not work here (e.g. a read mode the workers cannot serve)
       // is recorded and skipped.
       sweep.push_back({{"policy_arg", policy}, {"error", std::string(r.status().message())}});
@@ -890,7 +929,8 @@ StatusOr<json> BenchRunner::RunPolicy(const PolicyDef* def, const std::string& n
         "pass 1: every cut (1..ops, batch) x read mode at ratio 0.5; pass 2: the two best "
         "(cut, read mode) pairs at ratios 0.25, 0.75, 1.0, then the best point +-0.1 and "
         "+-0.05, then the best point with lz4 and zstd; grid points measured by an earlier "
-        "policy of the same bench (none = ratio 0, full = batch/remote/1.0) are reused; the "
+        "policy of the same bench (none = ratio 0, full = batch/remote/1.0) are reused; a run "
+        "lasting twice as long as the fastest so far is stopped (under half its rate); the "
         "best point runs once more and samples_per_s is the mean of its two runs";
   }
   return out;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
+
 #include "sluice/core/status.h"
 #include "sluice/pipeline/shard.h"
 #include "sluice/pipeline/spec.h"
@@ -69,6 +71,16 @@ StatusOr<pipeline::Shard> ShardFromFlags(const FlagParser& flags, const ShardFla
 // "fixed:cut=2,ratio=0.5", "oracle"}; a word with '=' continues the fixed:... before it
 // unless it starts a fixed:... of its own.
 std::vector<std::string> SplitBenchPolicies(const std::string& list);
+
+// The oracle's sweep stops a run that lasts twice as long as the fastest run so far (the
+// highest samples_per_s among `sweep`'s entries with a wall_s): it measures under half that
+// rate, so it can be neither the oracle's pick nor one of the pairs pass 2 explores.
+// `limit_s` 0 (no run measured yet) means no limit; `fastest` names that run.
+struct SweepRunLimit {
+  double limit_s = 0;
+  std::string fastest;
+};
+SweepRunLimit OracleRunLimit(const nlohmann::json& sweep);
 
 // A scenario event seen from the training loop (times in seconds since the loop started,
 // runtime::TrainResult::step_end_s): the rate in the `before_s` before it, the rate from
