@@ -698,12 +698,12 @@ std::optional<TimelineEntry> Controller::MaybeTrial(const Measurement& m) {
 TimelineEntry Controller::Decide(const Measurement& m) {
   const double t = m.t_s;
   profile_.consumer.stall_fraction = std::clamp(m.stall_fraction, 0.0, 1.0);
-  TimelineEntry out;
 
   // A changed world: re-plan at once, whatever the cool-down.
   if (std::optional<std::string> world = AbsorbWorldChanges(m)) {
     world_changed_ = true;
     AbsorbFreshCosts(m);
+    TimelineEntry out;
     Replan(t, *world, /*must_adopt=*/true, &out);
     return out;
   }
@@ -721,110 +721,125 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   for (const WorkerMeasurement& w : m.workers) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
   }
-
-  const bool cooling = t - last_change_t_ < options_.cooldown_s;
-  const bool settling = t - last_change_t_ < options_.settle_s;
-  // A worker delivering well under its share, or under the model's flow for it while the
-  // workers bind and the trainer stalls (it got slower, its link did, or the model overrates
-  // it).
-  if (plan_.offload && !settling && m.samples_per_s > 0) {
-    const Evaluation cur = PredictCurrent(effective_profile());
-    const bool remote_limits = cur.remote_bound != Bound::kNone &&
-                               m.stall_fraction > options_.stall_high && !TrainerSaturated(m);
-    for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
-      const std::string& address = plan_.worker_addresses[i];
-      const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;
-      // The bar it must clear: 70% of its share of the total, or 80% of the model's flow.
-      double expected = share * m.samples_per_s;
-      double bar = (1 - options_.rate_drop) * expected;
-      std::string of = "its share's";
-      if (remote_limits) {
-        for (const WorkerFlow& f : cur.workers) {
-          if (f.address == address && (1 - options_.model_drop) * f.samples_per_s > bar) {
-            expected = f.samples_per_s;
-            bar = (1 - options_.model_drop) * expected;
-            of = "the model's";
-          }
-        }
-      }
-      if (!(expected > 0)) continue;
-      double delivered = 0;
-      for (const WorkerMeasurement& wm : m.workers) {
-        if (wm.address == address) delivered = wm.delivered_samples_per_s;
-      }
-      if (delivered >= bar) {
-        slow_since_.erase(address);
-        continue;
-      }
-      const double since = slow_since_.try_emplace(address, t).first->second;
-      if (t - since < options_.rate_drop_confirm_s) continue;
-      double& factor = worker_factor_.try_emplace(address, 1.0).first->second;
-      factor = std::clamp(factor * std::max(delivered, 1e-9) / expected, kMinFactor, kMaxFactor);
-      AbsorbFreshCosts(m);
-      Replan(t,
-             absl::StrCat("worker ", address, " delivers ", FormatRate(delivered),
-                          " samples/s, under ", of, " ", FormatRate(expected)),
-             /*must_adopt=*/true, &out);
-      return out;
-    }
-  }
-  if (cooling) {
+  if (std::optional<TimelineEntry> slow = MaybeSlowWorker(m)) return *slow;
+  if (t - last_change_t_ < options_.cooldown_s) {
     mismatch_since_.reset();
     stall_since_.reset();
     return Record(t, DecisionKind::kKeep, "settling after the last change");
   }
-
-  // Measured against predicted, sustained: re-fit the costs and re-plan.
-  const Evaluation cur = PredictCurrent(effective_profile());
-  const double predicted = cur.predicted_samples_per_s;
-  if (m.samples_per_s > 0 && predicted > 0 &&
-      std::fabs(m.samples_per_s / predicted - 1) > options_.mismatch_tolerance) {
-    const double since = mismatch_since_.value_or(t);
-    mismatch_since_ = since;
-    if (t - since >= options_.sustain_s) {
-      const std::string why =
-          absl::StrCat("measured ", FormatRate(m.samples_per_s), " samples/s against ",
-                       FormatRate(predicted), " predicted for ", Fmt(t - since), " s");
-      AbsorbFreshCosts(m);
-      Calibrate(m);
-      Replan(t, why, /*must_adopt=*/false, &out);
-      return out;
-    }
-  } else {
-    mismatch_since_.reset();
-  }
-
+  if (std::optional<TimelineEntry> refit = MaybeRecalibrate(m)) return *refit;
   const double stall_line = plan_.offload ? options_.stall_high : options_.planner.stall_threshold;
   if (m.stall_fraction > stall_line) {
     stall_since_ = stall_since_.value_or(t);
   } else {
     stall_since_.reset();
   }
-  if (!plan_.offload) {
-    if (stall_since_ && t - *stall_since_ >= options_.sustain_s && !profile_.workers.empty()) {
-      const std::string why = absl::StrCat("stall ", FormatPercent(m.stall_fraction), " for ",
-                                           Fmt(t - *stall_since_), " s while not offloading");
-      Plan next = PlanSluice(effective_profile(), options_.planner);
-      if (next.offload && !MeasuredWorse(next)) {
-        stall_since_.reset();
-        plan_ = std::move(next);
-        last_change_t_ = t;
-        return Record(t, DecisionKind::kReplan,
-                      absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
+  if (!plan_.offload) return StallWhileLocal(m);
+  if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
+  return MaybeStepRatio(m);
+}
+
+std::optional<TimelineEntry> Controller::MaybeSlowWorker(const Measurement& m) {
+  const double t = m.t_s;
+  if (!plan_.offload || t - last_change_t_ < options_.settle_s || !(m.samples_per_s > 0)) {
+    return std::nullopt;
+  }
+  // A worker delivering well under its share, or under the model's flow for it while the
+  // workers bind and the trainer stalls (it got slower, its link did, or the model overrates
+  // it).
+  const Evaluation cur = PredictCurrent(effective_profile());
+  const bool remote_limits = cur.remote_bound != Bound::kNone &&
+                             m.stall_fraction > options_.stall_high && !TrainerSaturated(m);
+  for (size_t i = 0; i < plan_.worker_addresses.size(); ++i) {
+    const std::string& address = plan_.worker_addresses[i];
+    const double share = i < plan_.worker_shares.size() ? plan_.worker_shares[i] : 0;
+    // The bar it must clear: 70% of its share of the total, or 80% of the model's flow.
+    double expected = share * m.samples_per_s;
+    double bar = (1 - options_.rate_drop) * expected;
+    std::string of = "its share's";
+    if (remote_limits) {
+      for (const WorkerFlow& f : cur.workers) {
+        if (f.address == address && (1 - options_.model_drop) * f.samples_per_s > bar) {
+          expected = f.samples_per_s;
+          bar = (1 - options_.model_drop) * expected;
+          of = "the model's";
+        }
       }
-      // The planner's margin not met: a trial may still test a smaller predicted gain.
-      if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
-      stall_since_.reset();
-      return Record(t, DecisionKind::kKeep, absl::StrCat(why, "; offloading would not help"));
     }
+    if (!(expected > 0)) continue;
+    double delivered = 0;
+    for (const WorkerMeasurement& wm : m.workers) {
+      if (wm.address == address) delivered = wm.delivered_samples_per_s;
+    }
+    if (delivered >= bar) {
+      slow_since_.erase(address);
+      continue;
+    }
+    const double since = slow_since_.try_emplace(address, t).first->second;
+    if (t - since < options_.rate_drop_confirm_s) continue;
+    double& factor = worker_factor_.try_emplace(address, 1.0).first->second;
+    factor = std::clamp(factor * std::max(delivered, 1e-9) / expected, kMinFactor, kMaxFactor);
+    AbsorbFreshCosts(m);
+    TimelineEntry out;
+    Replan(t,
+           absl::StrCat("worker ", address, " delivers ", FormatRate(delivered),
+                        " samples/s, under ", of, " ", FormatRate(expected)),
+           /*must_adopt=*/true, &out);
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<TimelineEntry> Controller::MaybeRecalibrate(const Measurement& m) {
+  // Measured against predicted, sustained: re-fit the costs and re-plan.
+  const double t = m.t_s;
+  const double predicted = PredictCurrent(effective_profile()).predicted_samples_per_s;
+  if (!(m.samples_per_s > 0) || !(predicted > 0) ||
+      std::fabs(m.samples_per_s / predicted - 1) <= options_.mismatch_tolerance) {
+    mismatch_since_.reset();
+    return std::nullopt;
+  }
+  const double since = mismatch_since_.value_or(t);
+  mismatch_since_ = since;
+  if (t - since < options_.sustain_s) return std::nullopt;
+  const std::string why =
+      absl::StrCat("measured ", FormatRate(m.samples_per_s), " samples/s against ",
+                   FormatRate(predicted), " predicted for ", Fmt(t - since), " s");
+  AbsorbFreshCosts(m);
+  Calibrate(m);
+  TimelineEntry out;
+  Replan(t, why, /*must_adopt=*/false, &out);
+  return out;
+}
+
+TimelineEntry Controller::StallWhileLocal(const Measurement& m) {
+  const double t = m.t_s;
+  if (!stall_since_ || t - *stall_since_ < options_.sustain_s || profile_.workers.empty()) {
     return Record(t, DecisionKind::kKeep, "");
   }
+  const std::string why = absl::StrCat("stall ", FormatPercent(m.stall_fraction), " for ",
+                                       Fmt(t - *stall_since_), " s while not offloading");
+  Plan next = PlanSluice(effective_profile(), options_.planner);
+  if (next.offload && !MeasuredWorse(next)) {
+    stall_since_.reset();
+    plan_ = std::move(next);
+    last_change_t_ = t;
+    return Record(t, DecisionKind::kReplan,
+                  absl::StrCat(why, ": re-planned: ", plan_.PolicyString()));
+  }
+  // The planner's margin not met: a trial may still test a smaller predicted gain.
   if (std::optional<TimelineEntry> trial = MaybeTrial(m)) return *trial;
+  stall_since_.reset();
+  return Record(t, DecisionKind::kKeep, absl::StrCat(why, "; offloading would not help"));
+}
 
+TimelineEntry Controller::MaybeStepRatio(const Measurement& m) {
   // A lasting stall while offloading: a small ratio step towards the side that keeps up.
+  const double t = m.t_s;
   if (!stall_since_ || t - *stall_since_ < options_.correction_interval_s) {
     return Record(t, DecisionKind::kKeep, "");
   }
+  const Evaluation cur = PredictCurrent(effective_profile());
   double remote = 0;
   for (const WorkerMeasurement& wm : m.workers) remote += wm.delivered_samples_per_s;
   const double local = std::max(0.0, m.samples_per_s - remote);

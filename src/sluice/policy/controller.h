@@ -200,7 +200,16 @@ class Controller {
     RateStats rate;
     Beliefs beliefs;
   };
+  // One measurement's decision, in phases: a world change re-plans at once; then the plan's
+  // rate is recorded and the measured-rate rules run (MaybeRollback, MaybeEndLocalCheck,
+  // MaybeLocalCheck); then a slow worker, the cool-down, a sustained mismatch
+  // (MaybeRecalibrate), and the stall: while local (StallWhileLocal), or while offloading a
+  // trial (MaybeTrial) or a ratio step (MaybeStepRatio).
   TimelineEntry Decide(const Measurement& m);
+  std::optional<TimelineEntry> MaybeSlowWorker(const Measurement& m);
+  std::optional<TimelineEntry> MaybeRecalibrate(const Measurement& m);
+  TimelineEntry StallWhileLocal(const Measurement& m);
+  TimelineEntry MaybeStepRatio(const Measurement& m);
   Beliefs CurrentBeliefs() const;
   // Book-keeping after any decision: a new plan gets its own entry; the one left keeps
   // `before` (the beliefs it ran under).
