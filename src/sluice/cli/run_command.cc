@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sluice/cli/checksum.h"
+#include "sluice/core/sample_digests.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/cli/progress.h"
@@ -68,7 +68,7 @@ int RunCommand(const std::vector<std::string>& args) {
                   "override source.files (source.shards in a shards spec; \"**\" crosses folders)");
   flags.AddString("json", &json_path, "OUT", "also write the report as JSON to OUT (- : stdout)");
   AddShardFlags(flags, &shard_flags);
-  // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
+  // For tests: per-sample content digests in SampleId order on stdout (core/sample_digests.h); the
   // table then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
 

@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "sluice/cli/checksum.h"
+#include "sluice/core/sample_digests.h"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/cli/progress.h"
@@ -136,7 +136,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                   "this trainer's weight where workers divide their CPU between the trainers "
                   "they serve (default 1: equal shares)",
                   0.001, rpc::kMaxSessionWeight);
-  // For tests: per-sample content digests in SampleId order on stdout (checksum.h); the
+  // For tests: per-sample content digests in SampleId order on stdout (core/sample_digests.h); the
   // summary then goes to stderr.
   flags.AddBool("dump-checksum", &dump_checksum, "print per-sample digests", /*hidden=*/true);
   std::string metrics_listen;

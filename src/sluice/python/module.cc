@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/cli/checksum.h"
+#include "sluice/core/sample_digests.h"
 #include "sluice/core/allocator.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/element.h"
@@ -293,7 +293,7 @@ class Batch {
 
   // Debug: per-sample content digests, as `sluice run --dump-checksum` prints them.
   std::string Digests() const {
-    cli::SampleDigests d;
+    SampleDigests d;
     d.Add(element_);
     return d.ToString();
   }

@@ -1,11 +1,11 @@
-#include "sluice/cli/checksum.h"
+#include "sluice/core/sample_digests.h"
 
 #include <cstring>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace sluice::cli {
+namespace sluice {
 namespace {
 
 Tensor Filled(Shape shape, uint8_t base) {
@@ -80,4 +80,4 @@ TEST(SampleDigestsTest, SingleSamplesWithoutBatching) {
 }
 
 }  // namespace
-}  // namespace sluice::cli
+}  // namespace sluice

@@ -4,8 +4,8 @@
 // Every sample of every batch is digested separately (its slice of each tensor: dtype,
 // shape and bytes) and keyed by its SampleId, so the result does not depend on batch order
 // or on which samples shared a batch. A plain single-threaded value.
-#ifndef SLUICE_CLI_CHECKSUM_H_
-#define SLUICE_CLI_CHECKSUM_H_
+#ifndef SLUICE_CORE_SAMPLE_DIGESTS_H_
+#define SLUICE_CORE_SAMPLE_DIGESTS_H_
 
 #include <cstdint>
 #include <map>
@@ -14,7 +14,7 @@
 
 #include "sluice/core/element.h"
 
-namespace sluice::cli {
+namespace sluice {
 
 // A 64-bit non-cryptographic hash of `bytes`, stable across runs and machines.
 uint64_t Digest64(std::string_view bytes, uint64_t seed = 0);
@@ -35,6 +35,6 @@ class SampleDigests {
   std::map<SampleId, uint64_t> digests_;
 };
 
-}  // namespace sluice::cli
+}  // namespace sluice
 
-#endif  // SLUICE_CLI_CHECKSUM_H_
+#endif  // SLUICE_CORE_SAMPLE_DIGESTS_H_

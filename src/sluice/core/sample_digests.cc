@@ -1,10 +1,10 @@
-#include "sluice/cli/checksum.h"
+#include "sluice/core/sample_digests.h"
 
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 
-namespace sluice::cli {
+namespace sluice {
 namespace {
 
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -84,4 +84,4 @@ std::string SampleDigests::ToString() const {
   return out;
 }
 
-}  // namespace sluice::cli
+}  // namespace sluice
