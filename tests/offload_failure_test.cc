@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "offload_test_util.h"
+#include "sluice/core/error_kind.h"
 
 namespace sluice::offload_test {
 namespace {
@@ -173,6 +174,7 @@ TEST_F(OffloadFailureTest, SplitOverTheWorkersMessageLimitEndsTheRunNamingIt) {
   const Status status = RunAgainstMessageLimit(dir_->path(), *spec_, 6000);
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()), HasSubstr("message limit of 6000 bytes"));
+  EXPECT_EQ(KindOf(status), ErrorKind::kMessageLimit);
 }
 
 TEST_F(OffloadFailureTest, SampleOverTheWorkersMessageLimitEndsTheRunNamingIt) {
@@ -180,6 +182,8 @@ TEST_F(OffloadFailureTest, SampleOverTheWorkersMessageLimitEndsTheRunNamingIt) {
   const Status status = RunAgainstMessageLimit(dir_->path(), *spec_, 9000);
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()), HasSubstr("over the message limit of 9000 bytes"));
+  // Decided by the kind the worker sent with its error (worker.proto Error.kind).
+  EXPECT_EQ(KindOf(status), ErrorKind::kMessageLimit);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sluice/core/clock.h"
+#include "sluice/core/error_kind.h"
 
 namespace sluice::pipeline {
 namespace {
@@ -78,12 +79,22 @@ std::vector<MapStage> MakeStages(const BuiltOps& built, PipelineStats* stats, in
   return stages;
 }
 
+namespace {
+
+// An op's failure on `element`, as every caller reports it: "ops[N].name: <origin>: <why>",
+// of kind ErrorKind::kData (what decides on_error and retries; not the wording).
+Status OpFailure(const MapStage& stage, const Element& element, const Status& status) {
+  return WithKind(Annotate(status, absl::StrCat(stage.label, ": ", element.origin)),
+                  ErrorKind::kData);
+}
+
+}  // namespace
+
 Status ApplyStages(const std::vector<MapStage>& stages, Element& element) {
   int failed = -1;
   Status status = RunStages(stages, element, &failed);
   if (status.ok()) return status;
-  return Status(status.code(),
-                absl::StrCat(stages[failed].label, ": ", element.origin, ": ", status.message()));
+  return OpFailure(stages[failed], element, status);
 }
 
 std::unique_ptr<ParallelMapIterator> ParallelMapIterator::Create(std::unique_ptr<Iterator> input,
@@ -233,14 +244,11 @@ void ParallelMapIterator::WorkerLoop() {
             absl::StrCat(element.origin, ": ", stages_[failed].label, ": ", status.message()));
       }
       if (options_.on_skip) {
-        options_.on_skip(
-            element, Status(status.code(), absl::StrCat(stages_[failed].label, ": ", element.origin,
-                                                        ": ", status.message())));
+        options_.on_skip(element, OpFailure(stages_[failed], element, status));
       }
     } else {
       fatal = true;
-      result.status = Status(status.code(), absl::StrCat(stages_[failed].label, ": ",
-                                                         element.origin, ": ", status.message()));
+      result.status = OpFailure(stages_[failed], element, status);
     }
     element = Element();  // release what a failed element held before taking the lock
 

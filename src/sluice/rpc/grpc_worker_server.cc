@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/error_kind.h"
 #include "sluice/rpc/outgoing_message.h"
 #include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/worker.grpc.pb.h"
@@ -66,11 +67,12 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
       proto::SplitDone* d = msg->mutable_split_done();
       d->set_split_id(out.split_id);
       d->set_delivered(out.delivered);
-      for (auto& [id, reason] : out.skipped) {
+      for (const SkippedSample& skipped : out.skipped) {
         proto::SkippedSample* s = d->add_skipped();
-        s->set_epoch(id.epoch);
-        s->set_index(id.index);
-        s->set_reason(reason);
+        s->set_epoch(skipped.id.epoch);
+        s->set_index(skipped.id.index);
+        s->set_reason(skipped.reason);
+        s->set_kind(static_cast<int32_t>(skipped.kind));
       }
       break;
     }
@@ -92,6 +94,7 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
       proto::Error* e = msg->mutable_error();
       e->set_code(static_cast<int>(out.error.code()));
       e->set_message(std::string(out.error.message()));
+      e->set_kind(static_cast<int32_t>(KindOf(out.error)));
       break;
     }
     case WorkerOutput::Kind::kDraining: {

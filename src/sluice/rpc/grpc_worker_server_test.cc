@@ -500,6 +500,7 @@ TEST_F(GrpcWorkerTest, RefusesOversizedMessages) {
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()), HasSubstr("over worker"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("message limit of 65536"));
+  EXPECT_EQ(KindOf(s), ErrorKind::kMessageLimit);
 
   // A client that ignores the limit is cut off by the server.
   auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());

@@ -211,9 +211,11 @@ class GrpcRemoteStream final : public RemoteStream {
     auto encoded = EncodeElements(split.elements, Codec::kNone);
     if (!encoded.ok()) return encoded.status();
     if (max_send_ > 0 && encoded->wire_bytes() + kMessageOverhead > max_send_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "split ", split.split_id, " is ", encoded->wire_bytes(), " bytes, over worker ",
-          info_.address, "'s message limit of ", max_send_, " bytes (--max-message-bytes)"));
+      return WithKind(absl::ResourceExhaustedError(absl::StrCat(
+                          "split ", split.split_id, " is ", encoded->wire_bytes(),
+                          " bytes, over worker ", info_.address, "'s message limit of ",
+                          max_send_, " bytes (--max-message-bytes)")),
+                      ErrorKind::kMessageLimit);
     }
     proto::ClientMessage msg;
     proto::Split* s = msg.mutable_split();
@@ -361,7 +363,10 @@ class GrpcRemoteStream final : public RemoteStream {
         e.kind = StreamEvent::Kind::kSplitDone;
         e.split_id = d.split_id();
         for (const proto::SkippedSample& s : d.skipped()) {
-          e.skipped.emplace_back(SampleId{s.epoch(), s.index()}, s.reason());
+          // An older worker sends no kind: its skipped samples count as failed ones.
+          const ErrorKind kind = ErrorKindFromWire(s.kind());
+          e.skipped.push_back({SampleId{s.epoch(), s.index()}, s.reason(),
+                               kind == ErrorKind::kNone ? ErrorKind::kData : kind});
         }
         Push(std::move(e));
       } else if (msg.has_metrics()) {
@@ -380,8 +385,9 @@ class GrpcRemoteStream final : public RemoteStream {
         }
         Push(std::move(e));
       } else if (msg.has_error()) {
-        Fail(Status(static_cast<absl::StatusCode>(msg.error().code()),
-                    absl::StrCat("worker ", info_.address, ": ", msg.error().message())));
+        Fail(WithKind(Status(static_cast<absl::StatusCode>(msg.error().code()),
+                             absl::StrCat("worker ", info_.address, ": ", msg.error().message())),
+                      ErrorKindFromWire(msg.error().kind())));
         ctx_.TryCancel();
         break;
       } else if (msg.has_draining()) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "sluice/core/element.h"
+#include "sluice/core/error_kind.h"
 #include "sluice/core/placement.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/spec.h"
@@ -99,13 +100,22 @@ struct Split {
   std::vector<Element> elements;
 };
 
+// A sample a worker's split did not deliver: why (for messages) and of which kind (what the
+// trainer decides by: kData, an op failed on it under on_error: skip; kDropped, a short last
+// batch under drop_remainder, which is not a failure).
+struct SkippedSample {
+  SampleId id;
+  std::string reason;
+  ErrorKind kind = ErrorKind::kData;
+};
+
 struct StreamEvent {
   enum class Kind { kElements, kSplitDone, kMetrics, kFailed, kDraining, kSplitReturned };
   Kind kind = Kind::kFailed;
   uint64_t split_id = 0;
   std::vector<Element> elements;  // kElements: processed samples (or batches after batch)
   // kSplitDone: samples of the split the worker dropped under on_error: skip, and why.
-  std::vector<std::pair<SampleId, std::string>> skipped;
+  std::vector<SkippedSample> skipped;
   std::vector<WorkerOpMetrics> metrics;  // kMetrics
   double cpu_share = 0;                  // kMetrics: CPUs the session is entitled to (0: unknown)
   Status status;                         // kFailed: names the worker and the cause

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/error_kind.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/ops/storage.h"
 #include "sluice/ops/url_storage.h"
@@ -508,7 +509,7 @@ void WorkerSession::RunOne() {
         FailLocked(status);
         return;
       }
-      split.skipped.emplace_back(id, std::string(status.message()));
+      split.skipped.push_back({id, std::string(status.message()), ErrorKind::kData});
       if (batch_) split.finished[item.position] = true;
     } else {
       const size_t estimate = WireBytesUpperBound(item.element);
@@ -580,7 +581,8 @@ void WorkerSession::CollectFlushesLocked(uint64_t split_id, SplitState& split,
       // Dropped as the local batcher drops a short last batch; reported so the trainer
       // accounts for every sample of the split.
       for (const Element& e : split.group) {
-        split.skipped.emplace_back(e.id, "dropped: short last batch of the split (drop_remainder)");
+        split.skipped.push_back({e.id, "dropped: short last batch of the split (drop_remainder)",
+                                 ErrorKind::kDropped});
       }
       pending_bytes_ -= std::min(pending_bytes_, split.group_estimate);
     } else {
@@ -629,13 +631,14 @@ void WorkerSession::Flush(FlushJob job) {
       break;
     }
     if (encoded->wire_bytes() > limit) {
-      status = absl::ResourceExhaustedError(absl::StrCat(
+      status = WithKind(absl::ResourceExhaustedError(absl::StrCat(
           group.size() != 1 ? std::string("chunk")
           : group[0].members.empty()
               ? absl::StrCat("sample ", group[0].origin)
               : absl::StrCat("a batch of ", group[0].members.size(), " samples"),
           " is ", encoded->wire_bytes(), " bytes on the wire, over the message limit of ",
-          message_limit_, " bytes (worker --max-message-bytes, trainer max_message_bytes)"));
+          message_limit_, " bytes (worker --max-message-bytes, trainer max_message_bytes)")),
+                        ErrorKind::kMessageLimit);
       break;
     }
     WorkerOutput out;

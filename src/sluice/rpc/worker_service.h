@@ -186,8 +186,8 @@ struct WorkerOutput {
   EncodedElements chunk;   // kChunk
   size_t samples = 0;      // kChunk: samples in the chunk (members of batches included)
   uint64_t delivered = 0;  // kSplitDone
-  std::vector<std::pair<SampleId, std::string>> skipped;  // kSplitDone
-  std::vector<WorkerOpMetrics> metrics;                   // kMetrics
+  std::vector<SkippedSample> skipped;     // kSplitDone
+  std::vector<WorkerOpMetrics> metrics;  // kMetrics
   double cpu_share = 0;    // kMetrics: CPUs the session is entitled to now (cpu_share())
   Status error;                                           // kError
   double deadline_s = 0;   // kDraining: seconds until what is still held is returned
@@ -299,7 +299,7 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
     size_t running = 0;
     size_t encoding = 0;  // chunks being encoded outside the lock
     uint64_t delivered = 0;
-    std::vector<std::pair<SampleId, std::string>> skipped;
+    std::vector<SkippedSample> skipped;
     // Per-sample output: finished samples not yet in a chunk.
     std::vector<Element> pending;
     size_t pending_estimate = 0;

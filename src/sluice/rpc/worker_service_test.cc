@@ -399,10 +399,11 @@ TEST_F(WorkerServiceTest, SkipsCorruptSamplesAndReportsThemInSplitDone) {
   size_t skipped = 0, delivered = 0;
   for (auto& [id, done] : d.done) {
     delivered += done.delivered;
-    for (auto& [sample, reason] : done.skipped) {
+    for (const SkippedSample& s : done.skipped) {
       ++skipped;
-      EXPECT_THAT(reason, HasSubstr("99.jpg"));
-      EXPECT_THAT(reason, HasSubstr("ops[1].decode_jpeg"));
+      EXPECT_THAT(s.reason, HasSubstr("99.jpg"));
+      EXPECT_THAT(s.reason, HasSubstr("ops[1].decode_jpeg"));
+      EXPECT_EQ(s.kind, ErrorKind::kData);
     }
   }
   EXPECT_EQ(skipped, 1u);
@@ -418,6 +419,7 @@ TEST_F(WorkerServiceTest, FailsTheSessionOnACorruptSampleUnderOnErrorFail) {
   Drained d = Drain(**session);
   ASSERT_FALSE(d.error.ok());
   EXPECT_THAT(std::string(d.error.message()), HasSubstr("99.jpg"));
+  EXPECT_EQ(KindOf(d.error), ErrorKind::kData);
 }
 
 TEST_F(WorkerServiceTest, ResolvesPathsUnderTheDataRoot) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/error_kind.h"
 #include "sluice/core/cpu_budget.h"
 #include "sluice/pipeline/batch.h"
 #include "sluice/pipeline/build.h"
@@ -359,8 +360,7 @@ class SplitSource : public pipeline::Iterator {
 // A message over the size limit fails again on every retry and on every worker: it ends the
 // run with its message instead of re-queueing the same samples forever.
 bool IsMessageLimitError(const Status& status) {
-  return status.code() == absl::StatusCode::kResourceExhausted &&
-         absl::StrContains(status.message(), "message limit");
+  return KindOf(status) == ErrorKind::kMessageLimit;
 }
 
 bool IsDataError(const Status& status, pipeline::OnError on_error) {
@@ -376,7 +376,7 @@ bool IsDataError(const Status& status, pipeline::OnError on_error) {
     case absl::StatusCode::kUnauthenticated:
       return false;
     default:
-      return absl::StrContains(status.message(), "ops[");
+      return KindOf(status) == ErrorKind::kData;
   }
 }
 
@@ -783,12 +783,13 @@ class RemoteLink {
         }
         case rpc::StreamEvent::Kind::kSplitDone:
           watch_.Delivered(0, NowNanos());
-          for (const auto& [id, reason] : event.skipped) {
+          for (const rpc::SkippedSample& skipped : event.skipped) {
             // A short last batch dropped under drop_remainder is not a failed sample.
-            if (!absl::StartsWith(reason, "dropped:")) {
-              loader_->stats->RecordSkip(absl::StrCat("worker ", connect_.address, ": ", reason));
+            if (skipped.kind != ErrorKind::kDropped) {
+              loader_->stats->RecordSkip(
+                  absl::StrCat("worker ", connect_.address, ": ", skipped.reason));
             }
-            loader_->SkipSample(id);
+            loader_->SkipSample(skipped.id);
           }
           coordinator->ReleaseSplit(event.split_id);
           break;
