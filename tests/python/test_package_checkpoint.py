@@ -47,6 +47,23 @@ def test_local_round_trip_mid_epoch(sluice, small_spec, reference, batches):
     assert len(tail) * 4 <= 96 - batches * 4 + 4
 
 
+@pytest.mark.parametrize("batches", [3, 11])
+def test_a_batch_fetched_for_an_interrupted_next_is_not_counted(sluice, small_spec, reference,
+                                                                batches):
+    """Ctrl-C inside next() leaves the batch being fetched with the loader, for the next call
+    to return. A state_dict() taken then (the usual `except KeyboardInterrupt: save`) must not
+    count it: the resumed loader delivers it. After 11 batches of 4 the held one completes
+    epoch 0 (48 samples), so its epoch must open again; after 3 it is mid-epoch."""
+    loader = sluice.Loader(small_spec, sample_ids=True, epochs=2)
+    head = take(loader, batches)
+    loader._core._fetch_ahead()  # what the interrupted next() leaves behind
+    state = loader.state_dict()
+    loader.close()
+    resumed = sluice.Loader(small_spec, sample_ids=True, epochs=2)
+    resumed.load_state_dict(state)
+    assert by_id(head + list(resumed)) == reference
+
+
 def test_round_trip_with_a_worker(sluice, small_spec, reference, worker):
     kwargs = dict(sample_ids=True, epochs=2, workers=[worker.address],
                   policy="fixed:cut=2,ratio=0.6", split_size=4)

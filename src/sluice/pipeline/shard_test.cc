@@ -239,6 +239,29 @@ TEST(ShardedSourceTest, MergedProgressIsDividedAfreshAmongANewNumberOfRanks) {
   }
 }
 
+// A batch fetched but not taken (a next() that a signal interrupted) leaves the progress.
+TEST(UnreceiveTest, ClearsTheBitsAndReopensAnEpochTheirReceiptFolded) {
+  SourceProgress p;
+  p.first_epoch = 2;
+  p.consumed[2] = {true, true, false, true};
+  SourceProgress back = Unreceive(p, {SampleId{2, 1}, SampleId{2, 3}}, 4);
+  EXPECT_EQ(back.first_epoch, 2u);
+  EXPECT_EQ(back.consumed.at(2), (std::vector<bool>{true, false, false, false}));
+  // The batch completed epoch 1 and began epoch 2.
+  back = Unreceive(p, {SampleId{1, 2}, SampleId{2, 3}}, 4);
+  EXPECT_EQ(back.first_epoch, 1u);
+  EXPECT_EQ(back.consumed.at(1), (std::vector<bool>{true, true, false, true}));
+  EXPECT_EQ(back.consumed.at(2), (std::vector<bool>{true, true, false, false}));
+  // A padded sample (index past the epoch) leaves the padded set.
+  p.padded = {SampleId{2, 4}};
+  EXPECT_TRUE(Unreceive(p, {SampleId{2, 4}}, 4).padded.empty());
+  // A rank's folded epoch stays folded.
+  SourceProgress rank;
+  rank.first_epoch = 2;
+  rank.finished[1] = {true, false, true, false};
+  EXPECT_EQ(Unreceive(rank, {SampleId{1, 2}}, 4).first_epoch, 2u);
+}
+
 TEST(MergeRankProgressTest, OrsTheRanksAndUsesTheFinishedEpochOfARankAhead) {
   SourceProgress behind;
   behind.first_epoch = 3;

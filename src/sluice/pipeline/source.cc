@@ -727,4 +727,26 @@ Status SourceIterator::GetNext(Element* out, bool* end_of_stream) {
   return absl::OkStatus();
 }
 
+SourceProgress Unreceive(SourceProgress progress, const std::vector<SampleId>& ids,
+                         uint64_t per_epoch) {
+  SourceProgress& p = progress;
+  for (const SampleId& id : ids) {
+    if (id.epoch < p.first_epoch) {
+      if (!p.finished.empty()) continue;  // a rank's folded epoch: see the header
+      // The epochs its receipt folded were wholly received: open them again, all set.
+      for (uint32_t e = id.epoch; e < p.first_epoch; ++e) {
+        p.consumed[e].assign(per_epoch, true);
+      }
+      p.first_epoch = id.epoch;
+    }
+    if (id.index >= per_epoch) {
+      p.padded.erase(id);
+      continue;
+    }
+    auto it = p.consumed.find(id.epoch);
+    if (it != p.consumed.end() && id.index < it->second.size()) it->second[id.index] = false;
+  }
+  return progress;
+}
+
 }  // namespace sluice::pipeline

@@ -167,6 +167,14 @@ EpochShare EpochShareOf(uint64_t count, bool shuffle, uint64_t seed, uint32_t ep
 // that epoch's bits in `finished`).
 StatusOr<SourceProgress> MergeRankProgress(const std::vector<SourceProgress>& ranks);
 
+// `progress` as it was before the samples `ids` were received (the last ones received, such as
+// a batch fetched for a consumer that has not taken it): their bits cleared, and an epoch
+// their receipt completed (folded into first_epoch) opened again with every other sample of
+// it received. `per_epoch`: samples per epoch. In a sharded run (`finished` set) an epoch
+// already folded stays folded: a rank's folded epoch does not keep what it was dealt.
+SourceProgress Unreceive(SourceProgress progress, const std::vector<SampleId>& ids,
+                         uint64_t per_epoch);
+
 struct SourceOptions {
   bool shuffle = false;
   uint64_t seed = 0;

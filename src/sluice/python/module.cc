@@ -639,15 +639,40 @@ class PyLoader {
     return d;
   }
 
-  // What the consumer has received so far, as ProgressToDict spells it.
-  py::dict Progress() const {
+  // What the consumer has received so far, as ProgressToDict spells it. A batch the fetch
+  // thread holds for the next next() (one that a signal interrupted fetched it) was counted
+  // by the runner but not received by Python: it is left out, so a state_dict() taken after
+  // Ctrl-C resumes with it.
+  py::dict Progress() {
     pipeline::SourceProgress p;
     {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(runner_mu_);
+      std::lock_guard<std::mutex> runner(runner_mu_);  // a fetch in flight ends first
       p = runner_->Progress();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ready_ && status_.ok() && !end_) {
+        std::vector<SampleId> held = element_.members;
+        if (held.empty()) held.push_back(element_.id);
+        p = pipeline::Unreceive(std::move(p), held,
+                                static_cast<uint64_t>(runner_->samples_per_epoch()));
+      }
     }
     return ProgressToDict(p);
+  }
+
+  // For tests: what an interrupted next() leaves behind (the next batch fetched and held
+  // for the next call), without a signal.
+  void FetchAhead() {
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return;
+    if (!requested_ && !ready_) {
+      requested_ = true;
+      times_.asked_ns = NowNanos();
+      times_.took_previous_ns = last_took_ns_;
+      cv_.notify_all();
+    }
+    cv_.wait(lock, [&] { return ready_ || stop_; });
   }
 
   std::vector<std::string> DrainWarnings() {
@@ -694,11 +719,10 @@ class PyLoader {
       }
       Element element;
       bool end = false;
-      Status status;
-      {
-        std::lock_guard<std::mutex> lock(runner_mu_);
-        status = runner_->GetNext(&element, &end, times);
-      }
+      // The batch is handed over under runner_mu_: Progress() never sees it counted by the
+      // runner and not yet held here.
+      std::lock_guard<std::mutex> runner(runner_mu_);
+      Status status = runner_->GetNext(&element, &end, times);
       std::lock_guard<std::mutex> lock(mu_);
       requested_ = false;
       ready_ = true;
@@ -872,6 +896,7 @@ PYBIND11_MODULE(_core, m) {
       .def("save", &PyLoader::Save, "saves the planner's measured costs to the metric store")
       .def("report", &PyLoader::Report)
       .def("progress", &PyLoader::Progress)
+      .def("_fetch_ahead", &PyLoader::FetchAhead)
       .def("drain_warnings", &PyLoader::DrainWarnings)
       .def("drain_log", &PyLoader::DrainLog)
       .def_property_readonly("samples_per_epoch", &PyLoader::samples_per_epoch)
