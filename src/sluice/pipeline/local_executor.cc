@@ -11,38 +11,11 @@
 #include "sluice/pipeline/map.h"
 
 namespace sluice::pipeline {
-namespace {
-
-Status CheckSpec(const PipelineSpec& spec) {
-  if (spec.epochs == 0 || spec.epochs < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
-  }
-  if (spec.take < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("take: must be -1 (all) or at least 0; got ", spec.take));
-  }
-  if (spec.prefetch < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefetch: must be at least 0; got ", spec.prefetch));
-  }
-  if (spec.shuffle_buffer < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shuffle_buffer: must be at least 0; got ", spec.shuffle_buffer));
-  }
-  if (spec.batch.size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch.size: must be at least 1; got ", spec.batch.size));
-  }
-  return CheckSpecRanges(spec);
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpec& spec,
                                                                const ExecutorOptions& options,
                                                                const ops::Registry& registry) {
-  SLUICE_RETURN_IF_ERROR(CheckSpec(spec));
+  SLUICE_RETURN_IF_ERROR(CheckSpecRanges(spec));
   if (options.threads > SpecLimits::kMaxThreads) {
     return absl::InvalidArgumentError(absl::StrCat(
         "threads: must be in [1, ", SpecLimits::kMaxThreads, "], got ", options.threads));

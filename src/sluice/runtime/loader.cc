@@ -908,28 +908,9 @@ namespace {
 // additions: the source leaves out what options.resume marks consumed, and samples dropped
 // under on_error: skip are reported to the progress tracker.
 Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
+  // The spec's ranges were checked by Loader::Create (pipeline::CheckSpecRanges).
   const pipeline::PipelineSpec& spec = d.spec;
   const LoaderOptions& opt = d.options;
-  if (spec.epochs == 0 || spec.epochs < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
-  }
-  if (spec.take < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("take: must be -1 (all) or at least 0; got ", spec.take));
-  }
-  if (spec.prefetch < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefetch: must be at least 0; got ", spec.prefetch));
-  }
-  if (spec.shuffle_buffer < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shuffle_buffer: must be at least 0; got ", spec.shuffle_buffer));
-  }
-  if (spec.batch.size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch.size: must be at least 1; got ", spec.batch.size));
-  }
   d.local = true;
   SLUICE_ASSIGN_OR_RETURN(pipeline::SourceFiles files, pipeline::ResolveSource(spec.source));
   d.files = std::make_shared<const pipeline::SourceFiles>(std::move(files));
@@ -1032,15 +1013,6 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     return std::unique_ptr<Loader>(new Loader(std::move(impl)));
   }
 
-  if (spec.epochs == 0 || spec.epochs < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("epochs: must be at least 1, or -1 for forever; got ", spec.epochs));
-  }
-  if (spec.take < -1 || spec.prefetch < 0 || spec.shuffle_buffer < 0 || spec.batch.size < 0) {
-    return absl::InvalidArgumentError(
-        "take, prefetch, shuffle_buffer and batch.size must not "
-        "be negative");
-  }
   const int num_ops = static_cast<int>(spec.ops.size());
   d.after_batch = opt.cut == kCutAfterBatch;
   d.prefix_end = d.after_batch ? num_ops : opt.cut;
