@@ -282,7 +282,8 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   // A shape an earlier run measured no faster than all-local on these workers is not the
   // start: the next best is (each shape once; the candidates are finite).
   std::vector<std::string> skipped;
-  while (plan_.offload && MeasuredWorse(plan_)) {
+  const size_t candidates = plan_.candidates.size();
+  while (plan_.offload && MeasuredWorse(plan_) && skipped.size() < candidates) {
     skipped.push_back(plan_.PolicyString());
     po.excluded.push_back({Candidate{plan_.cut, plan_.read_mode, plan_.codec},
                            "measured no faster than all-local with these workers before"});
