@@ -568,6 +568,11 @@ std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
   const Beliefs restore = better->beliefs;
   const Plan back = better->plan;
   const double back_rate = better->rate.Mean();
+  // An offload measured under all-local (even under the start-up's lower bound of it) lost to
+  // all-local as surely as in a check: kept with the losses for this world and the next run.
+  if (plan_.offload && !back.offload) {
+    lost_to_local_.push_back(LossOf(plan_, left_rate, back_rate));
+  }
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;
   worker_factor_ = restore.worker_factor;

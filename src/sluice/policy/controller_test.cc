@@ -499,6 +499,10 @@ TEST(ControllerTest, AnOffloadThatMeasuresSlowerThanAllLocalIsUndone) {
   EXPECT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
   EXPECT_FALSE(c.plan().offload);
   EXPECT_THAT(e.reason, HasSubstr("under the 555"));
+  // A loss like one an all-local check measures, kept for the next run.
+  ASSERT_EQ(c.losses().size(), 1u);
+  EXPECT_EQ(c.losses()[0].local, 555);
+  EXPECT_EQ(c.losses()[0].measured, 400);
 }
 
 // The all-local rate measured before the first plan includes the start-up, so it is a lower
