@@ -45,16 +45,9 @@ ErrorKind KindOf(const Status& status) {
 }
 
 ErrorKind ErrorKindFromWire(int32_t value) {
-  switch (value) {
-    case static_cast<int32_t>(ErrorKind::kData):
-      return ErrorKind::kData;
-    case static_cast<int32_t>(ErrorKind::kMessageLimit):
-      return ErrorKind::kMessageLimit;
-    case static_cast<int32_t>(ErrorKind::kDropped):
-      return ErrorKind::kDropped;
-    default:
-      return ErrorKind::kNone;
-  }
+  // The kinds are numbered 0..kDropped without gaps (error_kind.h).
+  const bool known = value >= 0 && value <= static_cast<int32_t>(ErrorKind::kDropped);
+  return known ? static_cast<ErrorKind>(value) : ErrorKind::kNone;
 }
 
 }  // namespace sluice

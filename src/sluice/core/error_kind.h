@@ -14,7 +14,8 @@
 
 namespace sluice {
 
-// The values are part of the wire format (worker.proto): add, never renumber.
+// The values are part of the wire format (worker.proto): add at the end, never renumber or
+// leave a gap (ErrorKindFromWire reads 0..the last as kinds).
 enum class ErrorKind : int32_t {
   kNone = 0,          // none the runtime tells apart (a broken stream, a bad argument, ...)
   kData = 1,          // an op failed on a sample: the message names ops[N] and the sample

@@ -156,11 +156,7 @@ bool Controller::MeasuredWorse(const Plan& plan) {
       all_local->rate.n >= options_.min_measured_periods) {
     local_now = all_local->rate.Mean();
   }
-  std::vector<const MeasuredLoss*> losses;
-  for (const MeasuredLoss& l : remembered_) losses.push_back(&l);
-  for (const MeasuredLoss& l : lost_to_local_) losses.push_back(&l);
-  for (const MeasuredLoss* loss : losses) {
-    const MeasuredLoss& lost = *loss;
+  for (const MeasuredLoss& lost : lost_to_local_) {
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
     // holds there too. It is believed at the share of its prediction that the lost plan
@@ -195,9 +191,8 @@ MeasuredLoss Controller::LossOf(const Plan& plan, double measured, double local)
 }
 
 void Controller::ForgetLosses(const Plan& plan) {
-  const auto same = [&plan](const MeasuredLoss& l) { return SameShape(l.plan, plan); };
-  std::erase_if(remembered_, same);
-  std::erase_if(lost_to_local_, same);
+  std::erase_if(lost_to_local_,
+                [&plan](const MeasuredLoss& l) { return SameShape(l.plan, plan); });
 }
 
 void Controller::Remember(const std::vector<MeasuredLoss>& earlier) {
@@ -216,14 +211,14 @@ void Controller::Remember(const std::vector<MeasuredLoss>& earlier) {
       same_workers = w != nullptr && absl::StrFormat("%.2f", w->cpu_budget) ==
                                          absl::StrFormat("%.2f", loss.worker_cpus[i]);
     }
-    if (same_workers) remembered_.push_back(loss);
+    if (same_workers) lost_to_local_.push_back(loss);
   }
 }
 
 std::vector<MeasuredLoss> Controller::losses() const {
   // One per shape, the newest (so at most one per cut, read mode, codec and worker set), and
   // only these workers': a run keeps what its own cluster measured.
-  std::vector<MeasuredLoss> out = remembered_;
+  std::vector<MeasuredLoss> out;
   for (const MeasuredLoss& l : lost_to_local_) {
     std::erase_if(out, [&l](const MeasuredLoss& o) { return SameShape(o.plan, l.plan); });
     out.push_back(l);
@@ -243,7 +238,6 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     trials_ = 0;
     checking_against_.reset();
     lost_to_local_.clear();
-    remembered_.clear();  // measured with other workers or budgets than these
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
     tried_[current_].beliefs = before;

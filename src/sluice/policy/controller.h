@@ -261,10 +261,9 @@ class Controller {
   int trials_ = 0;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
   // Offloading plans an all-local check measured under all-local, with what the check
-  // measured: the plan's rate and all-local's. In this run (lost_to_local_), and in earlier
-  // runs with the same workers and budgets (Remember).
+  // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
+  // workers and budgets (Remember), oldest first.
   std::vector<MeasuredLoss> lost_to_local_;
-  std::vector<MeasuredLoss> remembered_;
   MeasuredLoss LossOf(const Plan& plan, double measured, double local) const;
   // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
   void ForgetLosses(const Plan& plan);

@@ -61,8 +61,14 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     const int64_t probe_start = NowNanos();
     a->probes_ = ProbeWorkers(a->options_.workers, &a->probe_errors_, StorageCheckPath(a->spec_));
     a->probe_s_ = (NowNanos() - probe_start) / 1e9;
-    for (const std::optional<rpc::LinkProbe>& p : a->probes_) {
-      if (p.has_value() && p->can_read == false) {
+    for (size_t i = 0; i < n; ++i) {
+      const std::optional<rpc::LinkProbe>& p = a->probes_[i];
+      a->reachable_[i] = p.has_value();
+      if (!p.has_value()) {
+        a->Log(absl::StrCat("warning: worker ", a->options_.workers[i].address,
+                            " did not answer the probe; planning without it: ",
+                            a->probe_errors_[i]));
+      } else if (p->can_read == false) {
         a->Log(absl::StrCat("worker ", p->info.address, " cannot read the data itself (",
                             p->read_error, "): it gets the bytes from here (local_read)"));
       }
@@ -100,20 +106,6 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     }
   }
   return a;
-}
-
-void AutoLoader::AdoptProbes() {
-  if (probes_adopted_) return;
-  probes_adopted_ = true;
-  probes_.resize(options_.workers.size());
-  probe_errors_.resize(options_.workers.size());
-  for (size_t i = 0; i < probes_.size(); ++i) {
-    reachable_[i] = probes_[i].has_value();
-    if (!probes_[i].has_value()) {
-      Log(absl::StrCat("warning: worker ", options_.workers[i].address,
-                       " did not answer the probe; planning without it: ", probe_errors_[i]));
-    }
-  }
 }
 
 void AutoLoader::Cancel() {
@@ -213,7 +205,6 @@ policy::Costs AutoLoader::MeasuredCosts() const {
 }
 
 Status AutoLoader::PlanFirst(int64_t now_ns) {
-  AdoptProbes();
   const ConsumerWindow window =
       Window(window_start_, meter_.counters(), (now_ns - window_start_ns_) / 1e9);
   policy::Profile profile;

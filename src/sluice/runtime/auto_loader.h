@@ -159,8 +159,6 @@ class AutoLoader final : public BatchSource {
   // once it has settled.
   void ScheduleReceiveMark();
   policy::Costs MeasuredCosts() const;
-  // Marks the workers the probe reached and warns about the others (at the first plan).
-  void AdoptProbes();
 
   // The trainer's whole-process CPU while a Loader offloads on uncompressed streams: the
   // streams' own counters miss gRPC's threads. Marked when such a Loader starts.
@@ -209,7 +207,6 @@ class AutoLoader final : public BatchSource {
   std::vector<std::optional<rpc::LinkProbe>> probes_;
   std::vector<std::string> probe_errors_;
   std::vector<bool> reachable_;  // per configured worker, at last sight
-  bool probes_adopted_ = false;
   double probe_s_ = 0;  // the workers' probe in Create, before the pipeline started
   // Workers not reachable at last sight are probed again now and then (a worker that comes
   // back, or starts late, joins the plan).
