@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "sluice/core/clock.h"
+#include "sluice/rpc/credit.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/incoming_message.h"
 #include "sluice/rpc/tls_files.h"
@@ -201,6 +202,11 @@ class GrpcRemoteStream final : public RemoteStream {
     // A third of the lease: the lease survives two heartbeats each delayed by a third of it
     // (a descheduled trainer, TCP retransmissions) before the worker gives up on us.
     heartbeat_ns_ = static_cast<int64_t>(lease_s_ / 3 * 1e9);
+    // The window in force: the worker's answer, else (an older worker) what was asked.
+    const uint64_t window = reply.opened().max_inflight_bytes() > 0
+                                ? reply.opened().max_inflight_bytes()
+                                : session.max_inflight_bytes;
+    credit_ = CreditBatcher(window);
     reader_ = std::thread([this] { ReadLoop(); });
     return absl::OkStatus();
   }
@@ -228,7 +234,7 @@ class GrpcRemoteStream final : public RemoteStream {
           absl::StrCat("stream to worker ", info_.address, " is closed: ", failure_.message()));
     }
     outgoing_.push_back(std::move(msg));
-    cv_.notify_all();
+    writer_cv_.notify_one();
     return absl::OkStatus();
   }
 
@@ -236,8 +242,8 @@ class GrpcRemoteStream final : public RemoteStream {
     std::unique_lock<std::mutex> lock(mu_);
     const auto ready = [&] { return !events_.empty() || failed_; };
     if (timeout_ms < 0) {
-      cv_.wait(lock, ready);
-    } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+      events_cv_.wait(lock, ready);
+    } else if (!events_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
       return std::nullopt;
     }
     if (events_.empty()) {
@@ -249,8 +255,9 @@ class GrpcRemoteStream final : public RemoteStream {
     StreamEvent e = std::move(events_.front());
     events_.pop_front();
     if (e.kind == StreamEvent::Kind::kElements && !failed_) {
-      credit_ += e.wire_bytes;
-      cv_.notify_all();
+      credit_.Add(e.wire_bytes, NowNanos());
+      // The writer wakes for a credit worth a message; a smaller one waits for its timer.
+      if (credit_.DueBySize()) writer_cv_.notify_one();
     }
     return e;
   }
@@ -280,7 +287,8 @@ class GrpcRemoteStream final : public RemoteStream {
     failed_ = true;
     failure_ = std::move(s);
     if (!keep_events) events_.clear();
-    cv_.notify_all();
+    events_cv_.notify_all();
+    writer_cv_.notify_all();
   }
 
   void Fail(Status s) {
@@ -292,7 +300,7 @@ class GrpcRemoteStream final : public RemoteStream {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_) return;
     events_.push_back(std::move(e));
-    cv_.notify_all();
+    events_cv_.notify_all();
   }
 
   void WriteLoop() {
@@ -302,18 +310,22 @@ class GrpcRemoteStream final : public RemoteStream {
       {
         std::unique_lock<std::mutex> lock(mu_);
         const auto ready = [&] {
-          return failed_ || reader_ended_ || credit_ > 0 || !outgoing_.empty();
+          return failed_ || reader_ended_ || credit_.Due(NowNanos()) || !outgoing_.empty();
         };
-        if (heartbeat_ns_ > 0) {
-          const int64_t wait = last_write + heartbeat_ns_ - NowNanos();
-          cv_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(0, wait)), ready);
+        // Wake for the heartbeat, and for a small credit once it is due by time.
+        int64_t until = heartbeat_ns_ > 0 ? last_write + heartbeat_ns_ : -1;
+        const int64_t credit_at = credit_.DueAtNs();
+        if (credit_at >= 0 && (until < 0 || credit_at < until)) until = credit_at;
+        if (until >= 0) {
+          const int64_t wait = until - NowNanos();
+          writer_cv_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(0, wait)), ready);
         } else {
-          cv_.wait(lock, ready);
+          writer_cv_.wait(lock, ready);
         }
         if (failed_ || reader_ended_) return;
-        if (credit_ > 0) {
-          msg.mutable_credit()->set_bytes(credit_);
-          credit_ = 0;
+        // Credit owed goes first when due, and with a split about to be written anyway.
+        if (credit_.Due(NowNanos()) || (credit_.pending() > 0 && !outgoing_.empty())) {
+          msg.mutable_credit()->set_bytes(credit_.Take());
         } else if (!outgoing_.empty()) {
           msg = std::move(outgoing_.front());
           outgoing_.pop_front();
@@ -416,7 +428,8 @@ class GrpcRemoteStream final : public RemoteStream {
     {
       std::lock_guard<std::mutex> lock(mu_);
       reader_ended_ = true;
-      cv_.notify_all();
+      writer_cv_.notify_all();
+      events_cv_.notify_all();
     }
     writer.join();
     grpc::Status status = stream_->Finish();
@@ -446,10 +459,11 @@ class GrpcRemoteStream final : public RemoteStream {
   std::atomic<int64_t> decode_cpu_ns_{0};
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable events_cv_;  // NextFor waits here for events_ (or a failure)
+  std::condition_variable writer_cv_;  // WriteLoop waits here for something to send
   std::deque<StreamEvent> events_;
   std::deque<proto::ClientMessage> outgoing_;
-  uint64_t credit_ = 0;
+  CreditBatcher credit_;  // bytes taken by NextFor, not yet credited (its window: Start)
   bool failed_ = false;
   bool draining_ = false;  // the worker said it drains: a failure keeps the events received
   bool reader_ended_ = false;

@@ -534,14 +534,26 @@ void WorkerSession::RunOne() {
   cv_.notify_all();
 }
 
+bool WorkerSession::NextRunsSplitLocked(uint64_t split_id) const {
+  if (work_.empty() || work_.front().split_id != split_id) return false;
+  // Called from the ending task, still counted in running_: after it ends, the session
+  // schedules its next task when buffered + (running_ - 1 + 1) * max_estimate_ fits the
+  // window (AdmissibleLocked).
+  return max_estimate_ > 0 && BufferedLocked() + running_ * max_estimate_ <= window_;
+}
+
 void WorkerSession::CollectFlushesLocked(uint64_t split_id, SplitState& split,
                                          std::vector<FlushJob>* jobs) {
   const bool complete = split.resolved == split.total;
   if (!batch_) {
     if (split.pending.empty()) return;
     // Flush when the chunk is big enough, the split is complete, or nothing else of the
-    // split is running (waiting could stall: the session may be out of credit).
-    if (split.pending_estimate >= chunk_bytes_ || complete || split.running == 0) {
+    // split is running and its next sample is not about to start. Waiting for a sample that
+    // may not start could stall (the session may be out of credit, or another split's work
+    // is first); one about to start adds to this chunk. A chunk per sample had cost the
+    // trainer a message, a wake-up and a credit for every sample (docs/offload.md).
+    if (split.pending_estimate >= chunk_bytes_ || complete ||
+        (split.running == 0 && !NextRunsSplitLocked(split_id))) {
       FlushJob job;
       job.split_id = split_id;
       job.elements = std::move(split.pending);

@@ -334,6 +334,9 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   Status Process(Element& element) const;
   void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the next task this session runs (called from a task about to end) is a sample of
+  // `split_id`: it is first in the work queue and the window admits it.
+  bool NextRunsSplitLocked(uint64_t split_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush(FlushJob job);
   void MaybeFinishSplitLocked(uint64_t split_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailLocked(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

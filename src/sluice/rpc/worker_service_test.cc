@@ -560,6 +560,24 @@ TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
   EXPECT_EQ(rest.done.begin()->second.delivered, static_cast<uint64_t>(total));
 }
 
+
+TEST_F(WorkerServiceTest, SamplesOfASplitRunningOneAfterAnotherShareAChunk) {
+  // One thread runs a split's samples one after another. Each finished sample whose split's
+  // next sample starts right after it waits for that one, so a split under the chunk size
+  // comes back as one chunk: not one message (and one credit) per sample.
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  options.chunk_bytes = 64 << 20;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(4));
+  ASSERT_TRUE(session.ok()) << session.status();
+  SendEpoch(**session, ReadMode::kRemoteRead);
+  Drained d = Drain(**session);
+  ASSERT_TRUE(d.error.ok()) << d.error;
+  EXPECT_EQ(d.elements.size(), 16u);
+  const auto chunks = std::count(d.kinds.begin(), d.kinds.end(), WorkerOutput::Kind::kChunk);
+  EXPECT_EQ(chunks, 2) << "one chunk for each of the two splits of 8";
+}
 TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
   WorkerOptions options = Rooted();
   options.metrics_interval_s = 0.01;
