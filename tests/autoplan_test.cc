@@ -83,12 +83,8 @@ class AutoplanTest : public ::testing::Test {
   // progress lines left out).
   static std::vector<nlohmann::json> Decisions(const fs::path& events) {
     std::vector<nlohmann::json> all;
-    std::istringstream lines(ReadAll(events));
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (lines.eof()) break;
-      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-      if (!e.is_discarded() && e["event"] == "decision") all.push_back(std::move(e));
+    for (nlohmann::json& e : ReadEvents(events)) {
+      if (e.value("event", "") == "decision") all.push_back(std::move(e));
     }
     return all;
   }
@@ -460,19 +456,6 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   for (const nlohmann::json& e : j["timeline"]) in_report |= OffloadsTo(e, address);
   EXPECT_TRUE(in_report) << j["timeline"].dump(2);
   ExpectExactlyOnceSoFar(ReadAll(dir_->path() / "joined.out"));
-}
-
-// The samples the last progress line of a --events stream counts (0 before the first).
-int64_t ProgressSamples(const fs::path& events) {
-  int64_t samples = 0;
-  std::istringstream lines(ReadAll(events));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (lines.eof()) break;  // a line still being written
-    const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    if (!e.is_discarded() && e["event"] == "progress") samples = e["samples"].get<int64_t>();
-  }
-  return samples;
 }
 
 // Two trainers on one worker: one streams every sample through it (a fixed plan that keeps

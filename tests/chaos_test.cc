@@ -46,18 +46,6 @@ int64_t RssBytes(pid_t pid) {
   return 0;
 }
 
-// The samples the trainer reported in its last complete progress line.
-int64_t ProgressSamples(const fs::path& events) {
-  std::istringstream lines(ReadAll(events));
-  std::string line;
-  int64_t samples = 0;
-  while (std::getline(lines, line)) {
-    if (lines.eof()) break;
-    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    if (!e.is_discarded() && e["event"] == "progress") samples = e["samples"].get<int64_t>();
-  }
-  return samples;
-}
 
 class ChaosTest : public ::testing::Test {
  protected:
@@ -90,12 +78,12 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
     auto pid = bed->Spawn(bed->worker(i),
                           {SLUICE_BINARY, "worker", "--listen",
                            absl::StrCat(bed->worker(i).address, ":", kPort), "--threads", "1",
-                           "--data-root", dir.path().string()},
+                           "--data-root", dir.path().string(), "--ready-file", log + ".ready"},
                           {log + ".out", log + ".err"});
     EXPECT_TRUE(pid.ok()) << pid.status();
     workers[i] = pid.ok() ? *pid : -1;
-    return WaitFor([&] { return ReadAll(log + ".out").find("listening on") != std::string::npos; },
-                   30);
+    // Each start has its own ready file, written whole once the worker serves.
+    return WaitFor([&] { return fs::exists(log + ".ready"); }, 30);
   };
   ASSERT_TRUE(start_worker(0));
   ASSERT_TRUE(start_worker(1));

@@ -3,13 +3,15 @@
 GET (whole or one `Range: bytes=A-B`) and HEAD, and fails a seeded share of requests
 (--fail-rate) with 500 or by closing the connection, as a flaky store does.
 
-Prints "listening on HOST:PORT" once it serves. Counts requests in --log (one line per
+Prints "listening on HOST:PORT" once it serves, and with --ready-file writes that file
+(JSON: host, port) whole, through a rename, for a caller that waits for it. Counts requests in --log (one line per
 request: method, path, status) when given. --host binds another address than loopback (the
 testbed's store, docs/testbed.md); --rate caps what each response body sends, in bytes per
 second (a store slower than the machine).
 """
 import argparse
 import http.server
+import json
 import os
 import random
 import re
@@ -28,6 +30,7 @@ def main():
     p.add_argument("--log", default="")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--rate", type=float, default=0.0, help="bytes/s per response (0: no cap)")
+    p.add_argument("--ready-file", default="", help="written (JSON: host, port) once serving")
     args = p.parse_args()
     root = os.path.realpath(args.root)
     rng = random.Random(args.seed)
@@ -129,6 +132,11 @@ def main():
 
     server = Server((args.host, args.port), Handler)
     print(f"listening on {args.host}:{server.server_address[1]}", flush=True)
+    if args.ready_file:
+        tmp = f"{args.ready_file}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"host": args.host, "port": server.server_address[1]}, f)
+        os.replace(tmp, args.ready_file)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -32,27 +32,6 @@ constexpr int kCut = 3;
 // loaded machine.
 constexpr double kExitBoundS = 20;
 
-// The JSON lines of a `sluice train --events` file written so far (a line being written is
-// left out).
-std::vector<nlohmann::json> ReadEvents(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(ReadAll(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-  }
-  return out;
-}
-
-int64_t ProgressSamples(const std::vector<nlohmann::json>& events) {
-  int64_t samples = 0;
-  for (const nlohmann::json& e : events) {
-    if (e.value("event", "") == "progress") samples = std::max(samples, e.value("samples", 0L));
-  }
-  return samples;
-}
-
 // The kinds of the "worker" events about `address`, in order.
 std::vector<std::string> WorkerEventKinds(const std::vector<nlohmann::json>& events,
                                           const std::string& address) {

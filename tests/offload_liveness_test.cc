@@ -92,15 +92,15 @@ TEST_F(OffloadLivenessTest, AStoppedWorkerIsDeclaredHungAndEverySampleArrivesOnc
   ASSERT_NE(worker, nullptr);
   const fs::path out = dir_->path() / "hung.out";
   const fs::path err = dir_->path() / "hung.err";
+  const fs::path events = dir_->path() / "hung.events";
   const std::string json = (dir_->path() / "hung.json").string();
   ChildGuard train(SpawnSluice({"train", *spec_path_, "--workers", worker->address(), "--policy",
                                 absl::StrCat("fixed:cut=", kCut, ",ratio=1,spill=workers"),
-                                "--dump-checksum", "--json", json},
+                                "--dump-checksum", "--json", json, "--events", events.string()},
                                out, err, dir_->path()));
-  // Stop the worker once training is under way: the progress line reports steps, so the
-  // worker has delivered samples (its rate is measured) and holds more.
-  const std::regex stepping("train: step [1-9]");
-  ASSERT_TRUE(WaitFor([&] { return std::regex_search(ReadAll(err), stepping); }, 120))
+  // Stop the worker once training is under way: a progress event counts samples, so the
+  // worker has delivered some (its rate is measured) and holds more.
+  ASSERT_TRUE(WaitFor([&] { return ProgressSamples(events) > 0; }, 120))
       << ReadAll(err) << "\nworker:\n"
       << worker->Stderr();
   worker->Kill(SIGSTOP);
@@ -210,6 +210,21 @@ TEST_F(OffloadLivenessTest, WorkerWithAMismatchedTlsKeyNamesTheFiles) {
   EXPECT_THAT(r.err,
               HasSubstr(absl::StrCat("sluice train: --tls-key ", key,
                                      " does not match the certificate in --tls-cert ", cert)));
+}
+
+// --ready-file: the worker writes the address it bound (the port chosen under port 0) once it
+// serves; one that cannot be written stops the worker with the file named.
+TEST_F(OffloadLivenessTest, TheReadyFileNamesTheBoundAddressOrStopsTheWorker) {
+  auto worker = WorkerProcess::Start(dir_->path(), /*port=*/0);
+  ASSERT_NE(worker, nullptr);  // Start waits for the ready file and reads its port
+  EXPECT_GT(worker->port(), 0);
+  const std::string missing = (dir_->path() / "no-such-folder" / "ready.json").string();
+  Result r = RunSluice({"worker", "--listen", "127.0.0.1:0", "--ready-file", missing},
+                       dir_->path());
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("--ready-file"));
+  EXPECT_THAT(r.err, HasSubstr((dir_->path() / "no-such-folder").string()));
+  EXPECT_FALSE(fs::exists(missing));
 }
 
 }  // namespace

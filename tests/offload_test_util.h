@@ -23,7 +23,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -32,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "sluice/core/element.h"
 #include "sluice/pipeline/local_executor.h"
 #include "sluice/pipeline/spec.h"
@@ -152,7 +152,8 @@ class WorkerProcess {
   // Starts `sluice worker --listen 127.0.0.1:<port> --threads <threads> --data-root <scratch>
   // <extra...>` (port 0: any; an explicit --data-root in `extra` replaces the scratch folder,
   // `--data-root ""` starts a worker that reads no files) and waits up to 30 s for its
-  // "listening on" line. Returns null (with a test failure) if it does not come up.
+  // --ready-file (written whole once it serves, with the port it bound). Returns null (with
+  // a test failure) if it does not come up.
   static std::unique_ptr<WorkerProcess> Start(const fs::path& scratch, int port = 0,
                                               int threads = 1,
                                               const std::vector<std::string>& extra = {}) {
@@ -161,9 +162,11 @@ class WorkerProcess {
     const int n = counter++;
     w->out_path_ = scratch / ("worker.out." + std::to_string(n));
     w->err_path_ = scratch / ("worker.err." + std::to_string(n));
-    std::vector<std::string> words = {SLUICE_BINARY, "worker",
-                                      "--listen",    absl::StrCat("127.0.0.1:", port),
-                                      "--threads",   std::to_string(threads)};
+    const fs::path ready = scratch / ("worker.ready." + std::to_string(n));
+    std::vector<std::string> words = {SLUICE_BINARY,   "worker",
+                                      "--listen",      absl::StrCat("127.0.0.1:", port),
+                                      "--threads",     std::to_string(threads),
+                                      "--ready-file",  ready.string()};
     if (std::find(extra.begin(), extra.end(), "--data-root") == extra.end()) {
       words.push_back("--data-root");
       words.push_back(scratch.string());
@@ -182,13 +185,17 @@ class WorkerProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
-      std::smatch m;
-      const std::string out = ReadAll(w->out_path_);
-      if (std::regex_search(out, m, listening)) {
-        w->port_ = std::stoi(m[1]);
+      if (fs::exists(ready)) {
+        const nlohmann::json j = nlohmann::json::parse(ReadAll(ready), nullptr, false);
+        const std::string address = j.is_object() ? j.value("address", "") : "";
+        const size_t colon = address.rfind(':');
+        if (colon == std::string::npos) {
+          ADD_FAILURE() << "the worker's ready file has no address: " << ReadAll(ready);
+          return nullptr;
+        }
+        w->port_ = std::stoi(address.substr(colon + 1));
         return w;
       }
       int status = 0;
@@ -456,6 +463,32 @@ bool WaitFor(F condition, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return condition();
+}
+
+// The JSON lines of a `--events` file written so far; the last line, while it has no newline
+// yet, is still being written and is left out.
+inline std::vector<nlohmann::json> ReadEvents(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(ReadAll(path));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (lines.eof()) break;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The samples the trainer's last progress event counts (0 before the first).
+inline int64_t ProgressSamples(const std::vector<nlohmann::json>& events) {
+  int64_t samples = 0;
+  for (const nlohmann::json& e : events) {
+    if (e.value("event", "") == "progress") samples = std::max(samples, e.value("samples", 0L));
+  }
+  return samples;
+}
+inline int64_t ProgressSamples(const fs::path& events) {
+  return ProgressSamples(ReadEvents(events));
 }
 
 }  // namespace sluice::offload_test

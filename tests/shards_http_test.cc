@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "offload_test_util.h"
 #include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/local_executor.h"
@@ -85,26 +85,25 @@ class HttpServer {
                                            double fail_rate = 0, double rate = 0) {
     auto s = std::unique_ptr<HttpServer>(new HttpServer());
     s->log_ = scratch / "http.log";
+    const fs::path ready = scratch / "http.ready";
     s->child_ = std::make_unique<Child>(
         std::vector<std::string>{"/usr/bin/python3",
                                  std::string(SLUICE_SOURCE_DIR) + "/tests/http_shard_server.py",
                                  "--root", root.string(), "--fail-rate",
                                  std::to_string(fail_rate), "--log", s->log_.string(),
-                                 "--rate", std::to_string(rate)},
+                                 "--rate", std::to_string(rate), "--ready-file", ready.string()},
         scratch / "http.out");
-    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
-    if (!WaitFor(
-            [&] {
-              std::smatch m;
-              const std::string out = s->child_->Output();
-              if (!std::regex_search(out, m, listening)) return false;
-              s->port_ = std::stoi(m[1]);
-              return true;
-            },
-            30)) {
+    // The server writes its ready file whole (a rename) once it serves.
+    if (!WaitFor([&] { return fs::exists(ready); }, 30)) {
       ADD_FAILURE() << "the web server did not start: " << s->child_->Output();
       return nullptr;
     }
+    const nlohmann::json j = nlohmann::json::parse(ReadAll(ready), nullptr, false);
+    if (!j.is_object() || !j.contains("port")) {
+      ADD_FAILURE() << "the web server's ready file is not JSON with a port: " << ReadAll(ready);
+      return nullptr;
+    }
+    s->port_ = j["port"].get<int>();
     return s;
   }
   std::string Url(const std::string& path) const {

@@ -25,6 +25,21 @@ namespace sluice::testbed {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Whether a process runs with `argument` among its arguments (from /proc/PID/cmdline).
+bool ProcessWithArgument(const std::string& argument) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string arg;
+    while (std::getline(in, arg, '\0')) {
+      if (arg == argument) return true;
+    }
+  }
+  return false;
+}
 using ::testing::HasSubstr;
 
 #define SKIP_WITHOUT_ROOT()                                   \
@@ -263,13 +278,15 @@ TEST_F(TestbedBenchTest, SigtermDuringATrainRunTearsEverythingDown) {
   const pid_t pid =
       Start({"bench", scenario_, "--policies", "none", "--no-verify", "--work-dir", dir_ + "/work"},
             "train");
+  // Wait (bounded) until the run's trainer is a process (in the process table, not a log
+  // line): a `sluice train` writing its report to the run's file.
+  const std::string report = dir_ + "/work/train-0.json";
   bool training = false;
   for (int i = 0; i < 1200 && !training; ++i) {
-    training = Log("train").find("sluice bench: none: none") != std::string::npos;
+    training = ProcessWithArgument(report);
     if (!training) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(training) << Log("train");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(Wait(pid), 128 + SIGTERM) << Log("train");
   const Resources left = ResourcesOfPid(pid);

@@ -15,9 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "sluice/cli/commands.h"
 #include "sluice/cli/flags.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/files.h"
 #include "sluice/metrics/http_server.h"
 #include "sluice/ops/url_storage.h"
 #include "sluice/pipeline/spec.h"
@@ -153,6 +155,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
   std::string metrics_listen;
   double drain_s = 30;
   bool check_flags = false;
+  std::string ready_file;
+  flags.AddString("ready-file", &ready_file, "FILE",
+                  "once serving, write FILE (JSON: address, metrics address, version, threads), "
+                  "whole or not at all: what a script or a supervisor waits for, with the port "
+                  "chosen under --listen HOST:0");
   flags.AddString("metrics-listen", &metrics_listen, "HOST:PORT",
                   "serve Prometheus metrics on http://HOST:PORT/metrics, and /healthz (alive) "
                   "and /readyz (serving) for probes that cannot speak gRPC");
@@ -258,6 +265,16 @@ int WorkerCommand(const std::vector<std::string>& args) {
     std::printf("metrics on http://%s/metrics\n", metrics_server->address().c_str());
   }
   std::fflush(stdout);
+  if (!ready_file.empty()) {
+    nlohmann::json ready{{"address", (*server)->address()},
+                         {"version", info.version},
+                         {"threads", info.threads},
+                         {"metrics", metrics_server != nullptr ? metrics_server->address() : ""}};
+    if (Status s = WriteFileAtomically(ready_file, ready.dump() + "\n"); !s.ok()) {
+      (*server)->Shutdown(0);
+      return ReportError("worker", Annotate(s, "--ready-file"));
+    }
+  }
   if (options.worker.data_root.empty()) {
     std::fprintf(stderr,
                  "sluice worker: no --data-root: this worker reads no files; it serves "

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "sluice/core/files.h"
 
 namespace sluice::pipeline {
 namespace {
@@ -432,15 +433,7 @@ StatusOr<TarScan> WriteLocalShardIndex(const std::string& shard) {
   SLUICE_ASSIGN_OR_RETURN(std::string text, WriteTarIndex(file->size(), scan, read));
   // Through a temporary file and a rename: a reader never sees half an index.
   const std::string path = shard + ".idx";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  }
+  SLUICE_RETURN_IF_ERROR(WriteFileAtomically(path, text));
   return scan;
 }
 

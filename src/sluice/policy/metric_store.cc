@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sluice/core/files.h"
 
 namespace sluice::policy {
 namespace {
@@ -124,29 +125,8 @@ Status MetricStore::Save(const MetricKey& key, const Costs& costs,
                          {"costs", ToJson(costs)},
                          {"losses", std::move(lost)}};
   const std::string path = PathFor(key);
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return absl::InternalError(
-          absl::StrCat("metric store: cannot write ", tmp, ": ", std::strerror(errno)));
-    }
-    out << j.dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      const std::string why = std::strerror(errno);
-      out.close();
-      std::filesystem::remove(tmp, ec);
-      return absl::InternalError(absl::StrCat("metric store: cannot write ", tmp, ": ", why));
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    return absl::InternalError(
-        absl::StrCat("metric store: cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  if (Status s = WriteFileAtomically(path, j.dump(2) + "\n"); !s.ok()) {
+    return absl::InternalError(absl::StrCat("metric store: ", s.message()));
   }
   return absl::OkStatus();
 }
