@@ -6,6 +6,7 @@
 #include "sluice/ops/half.h"
 #include "sluice/ops/image/image_ops.h"
 #include "sluice/ops/image/image_util.h"
+#include "sluice/ops/image/normalize_kernel.h"
 #include "sluice/ops/op_util.h"
 
 namespace sluice::ops {
@@ -125,13 +126,25 @@ class NormalizeOp final : public Op {
     const int64_t pixel_step = chw_ ? 1 : c;
     const int64_t channel_step = chw_ ? pixels : 1;
     if (in->dtype() == DType::kU8) {
-      // One table per channel: (v / 255 - mean) / std for every byte value, like
-      // torchvision's ToTensor followed by Normalize.
+      // (v / 255 - mean) / std, like torchvision's ToTensor followed by Normalize, as
+      // v * scale + shift in float (normalize_kernel.h): RGB to f32 planes, the standard
+      // pipelines' case, runs the vector kernel; the other layouts read a table per channel
+      // of the same values.
+      std::vector<float> scale(c), shift(c);
+      for (int64_t k = 0; k < c; ++k) {
+        scale[k] = static_cast<float>(1.0 / (255.0 * Std(k)));
+        shift[k] = static_cast<float>(-Mean(k) / Std(k));
+      }
+      if (c == 3 && chw_ && !f16_) {
+        NormalizeRgbToPlanes(in->raw(), pixels, scale.data(), shift.data(),
+                             out.mutable_data<float>());
+        element.tensors[image_.index] = std::move(out);
+        return absl::OkStatus();
+      }
       std::vector<float> lut(static_cast<size_t>(256 * c));
       for (int64_t k = 0; k < c; ++k) {
-        const double m = Mean(k), s = Std(k);
         for (int v = 0; v < 256; ++v) {
-          lut[k * 256 + v] = static_cast<float>((v / 255.0 - m) / s);
+          lut[k * 256 + v] = NormalizeValue(static_cast<uint8_t>(v), scale[k], shift[k]);
         }
       }
       if (f16_) {

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/ops/half.h"
+#include "sluice/ops/image/normalize_kernel.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
@@ -63,6 +64,28 @@ TEST(NormalizeTest, MatchesHandComputationInBothLayouts) {
           ASSERT_NEAR(out.data<float>()[at], expected, 1e-5);
         }
       }
+    }
+  }
+}
+
+// The standard pipelines' case (RGB to f32 planes) runs a vector kernel; every value equals,
+// bit for bit, the one formula the table of the other layouts holds, and the hand computation
+// within float rounding. 224 x 223 pixels: whole vector blocks and a remainder.
+TEST(NormalizeTest, TheVectorKernelGivesTheSameBitsAsTheFormula) {
+  Tensor img = TexturedImage(224, 223);
+  auto op = MakeOp("normalize", {{"mean", kMean}, {"std", kStd}, {"layout", std::string("CHW")}});
+  Element e = MakeElement({Tensor::Scalar(1), img});
+  ASSERT_TRUE(op->Apply(e, OpContext{}).ok());
+  const float* out = e.tensors[1].data<float>();
+  const int64_t pixels = 224 * 223;
+  for (int64_t i = 0; i < pixels; ++i) {
+    for (int64_t c = 0; c < 3; ++c) {
+      const uint8_t v = img.raw()[i * 3 + c];
+      const float scale = static_cast<float>(1.0 / (255.0 * kStd[c]));
+      const float shift = static_cast<float>(-kMean[c] / kStd[c]);
+      const float got = out[c * pixels + i];
+      ASSERT_EQ(got, NormalizeValue(v, scale, shift)) << "pixel " << i << " channel " << c;
+      ASSERT_NEAR(got, (v / 255.0 - kMean[c]) / kStd[c], 1e-5);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "sluice/ops/image/image_ops.h"
+#include "sluice/ops/image/flip_kernel.h"
 #include "sluice/ops/image/image_util.h"
 #include "sluice/ops/op_util.h"
 
@@ -211,7 +212,11 @@ class RandomFlipOp final : public Op {
     if (!rng.Bernoulli(p_)) return absl::OkStatus();
     cv::Mat dst;
     Tensor out = NewImage(in->dtype(), in->dim(0), in->dim(1), in->dim(2), &dst);
-    SLUICE_RETURN_IF_ERROR(CvGuard([&] { cv::flip(MatView(*in), dst, horizontal_ ? 1 : 0); }));
+    if (horizontal_ && in->dtype() == DType::kU8 && in->dim(2) == 3) {
+      FlipRgbHorizontally(in->raw(), in->dim(0), in->dim(1), out.mutable_raw());
+    } else {
+      SLUICE_RETURN_IF_ERROR(CvGuard([&] { cv::flip(MatView(*in), dst, horizontal_ ? 1 : 0); }));
+    }
     element.tensors[image_.index] = std::move(out);
     // The pixels now show the mirrored full image; keep the decoded region consistent.
     ImageRegion& r = element.decoded_region;

@@ -1,4 +1,7 @@
+#include <cstring>
 #include <set>
+
+#include <opencv2/core.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +128,22 @@ TEST(RandomFlipTest, MirrorsHorizontallyAndVertically) {
   Element g = MakeElement({src});
   ASSERT_TRUE(never->Apply(g, OpContext{}).ok());
   EXPECT_TRUE(g.tensors[0].Equals(src));
+}
+
+// RGB u8, mirrored left to right, moves 16 pixels per step: every width from a part of a
+// step to several steps and a remainder gives OpenCV's mirror image, byte for byte.
+TEST(RandomFlipTest, TheBlockwiseMirrorEqualsOpenCvAtEveryWidth) {
+  auto h = MakeOp("random_flip", {{"p", 1.0}});
+  for (int64_t width : {1, 2, 15, 16, 17, 31, 32, 33, 47, 224, 225}) {
+    Tensor src = TexturedImage(3, width);
+    Element e = MakeElement({src});
+    ASSERT_TRUE(h->Apply(e, OpContext{}).ok());
+    cv::Mat expected;
+    cv::flip(cv::Mat(3, static_cast<int>(width), CV_8UC3, const_cast<uint8_t*>(src.raw())),
+             expected, 1);
+    ASSERT_EQ(std::memcmp(e.tensors[0].raw(), expected.data, src.nbytes()), 0)
+        << "width " << width;
+  }
 }
 
 TEST(RandomFlipTest, FlipsAboutHalfTheSamplesAndMirrorsTheDecodedRegion) {

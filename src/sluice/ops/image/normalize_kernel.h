@@ -1,0 +1,20 @@
+// The hot loop of `normalize`: a 3-channel u8 HWC image to f32 CHW planes.
+#ifndef SLUICE_OPS_IMAGE_NORMALIZE_KERNEL_H_
+#define SLUICE_OPS_IMAGE_NORMALIZE_KERNEL_H_
+
+#include <cstdint>
+
+namespace sluice::ops {
+
+// out[k * pixels + i] = float(in[3 * i + k]) * scale[k] + shift[k] for k in 0..2: the product
+// and the sum each rounded to float, never fused (this file is built with -ffp-contract=off),
+// so the vector and the scalar code, and machines with and without AVX2, give the same bits.
+void NormalizeRgbToPlanes(const uint8_t* in, int64_t pixels, const float scale[3],
+                          const float shift[3], float* out);
+
+// The same formula for one value: what the table of the other layouts holds.
+float NormalizeValue(uint8_t v, float scale, float shift);
+
+}  // namespace sluice::ops
+
+#endif  // SLUICE_OPS_IMAGE_NORMALIZE_KERNEL_H_
