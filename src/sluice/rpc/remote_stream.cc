@@ -1,5 +1,7 @@
 #include "sluice/rpc/remote_stream.h"
 
+#include <pthread.h>
+
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
 
@@ -208,6 +210,7 @@ class GrpcRemoteStream final : public RemoteStream {
                                 : session.max_inflight_bytes;
     credit_ = CreditBatcher(window);
     reader_ = std::thread([this] { ReadLoop(); });
+    pthread_setname_np(reader_.native_handle(), "sluice-recv");
     return absl::OkStatus();
   }
 
@@ -343,6 +346,7 @@ class GrpcRemoteStream final : public RemoteStream {
 
   void ReadLoop() {
     std::thread writer([this] { WriteLoop(); });
+    pthread_setname_np(writer.native_handle(), "sluice-send");
     IncomingMessage incoming;
     const proto::WorkerMessage& msg = incoming.message;
     bool drained = false;

@@ -361,6 +361,11 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
   // A reserved sample was consumed before the resume: only MarkSkipped resolves it.
   if (state == State::kReserved && to != State::kSkipped) return std::nullopt;
   const bool reserved = state == State::kReserved;
+  // Whether this changes what a consumer waiting in Acquire (or WaitDone) may do: a split
+  // closing (its consumer may open another; others compare open counts), the window moving,
+  // an epoch finishing. Most samples change none of these, and waking every waiting consumer
+  // for each of them had cost the trainer two idle thread wake-ups per sample delivered.
+  bool wake = false;
   // Pending: either never handed out (not ours to accept) or re-queued after a failure
   // (a late delivery from the failed consumer, accepted).
   if (state == State::kPending && *seq >= next_fresh_) return std::nullopt;
@@ -372,6 +377,7 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
       if (sit != open_.end() && --sit->second.unresolved == 0) {
         --consumers_[sit->second.consumer].open;
         open_.erase(sit);
+        wake = true;
       }
     }
   }
@@ -388,8 +394,10 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
   if (++e.resolved == e.share.ids.size()) {
     epochs_.erase(epoch);
     ++epochs_completed_;
+    wake = true;
   }
   // Advance the oldest unresolved sample (finished epochs are skipped whole).
+  const uint64_t oldest_before = oldest_unresolved_;
   while (oldest_unresolved_ < next_fresh_) {
     const uint32_t oe = EpochOfSeq(oldest_unresolved_);
     auto it = epochs_.find(oe);
@@ -401,7 +409,8 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
     if (s != State::kDelivered && s != State::kSkipped) break;
     ++oldest_unresolved_;
   }
-  cv_.notify_all();
+  if (options_.window > 0 && oldest_unresolved_ != oldest_before) wake = true;
+  if (wake) cv_.notify_all();
   return seq;
 }
 

@@ -1,5 +1,7 @@
 #include "sluice/runtime/loader.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -499,6 +501,7 @@ class RemoteLink {
 
   void Start() {
     supervisor_ = std::thread([this] { Supervise(); });
+    pthread_setname_np(supervisor_.native_handle(), "sluice-link");
   }
 
   // Cancels the stream and wakes a backoff sleep; the supervisor then exits.
@@ -613,6 +616,7 @@ class RemoteLink {
       coordinator->SetActive(consumer_, true);
 
       std::thread feeder([this, stream] { Feed(*stream); });
+      pthread_setname_np(feeder.native_handle(), "sluice-feed");
       const StreamEnd end = Read(*stream);
       const Status& failure = end.status;
       const int64_t requeued = coordinator->ConsumerFailed(consumer_);
@@ -1207,6 +1211,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
       }
     }
   });
+  pthread_setname_np(d.pump.native_handle(), "sluice-pump");
   for (auto& link : d.links) link->Start();
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
