@@ -67,35 +67,6 @@ void AddShardFlags(FlagParser& flags, ShardFlags* shard);
 // out of range ("--rank 4 is out of range for --world-size 4: give 0..3").
 StatusOr<pipeline::Shard> ShardFromFlags(const FlagParser& flags, const ShardFlags& shard);
 
-// `sluice bench --policies`: "none,fixed:cut=2,ratio=0.5,oracle" -> {"none",
-// "fixed:cut=2,ratio=0.5", "oracle"}; a word with '=' continues the fixed:... before it
-// unless it starts a fixed:... of its own.
-std::vector<std::string> SplitBenchPolicies(const std::string& list);
-
-// The oracle's sweep stops a run that lasts twice as long as the fastest run so far (the
-// highest samples_per_s among `sweep`'s entries with a wall_s): it measures under half that
-// rate, so it can be neither the oracle's pick nor one of the pairs pass 2 explores.
-// `limit_s` 0 (no run measured yet) means no limit; `fastest` names that run.
-struct SweepRunLimit {
-  double limit_s = 0;
-  std::string fastest;
-};
-SweepRunLimit OracleRunLimit(const nlohmann::json& sweep);
-
-// A scenario event seen from the training loop (times in seconds since the loop started,
-// runtime::TrainResult::step_end_s): the rate in the `before_s` before it, the rate from
-// `settle_s` after it to the end of the run (what "recovered" is judged on), and the rate in
-// each second from `before_s` before it to the end (a recovery curve).
-struct EventWindows {
-  double t_s = 0;
-  double before_samples_per_s = 0;
-  double settled_samples_per_s = 0;  // 0 when the run ended before t_s + settle_s
-  std::vector<double> per_s;         // per_s[i]: second [t_s - before_s + i, ... + 1)
-};
-EventWindows MeasureEventWindows(const std::vector<double>& step_end_s,
-                                 const std::vector<int64_t>& step_samples, double event_t_s,
-                                 double settle_s, double before_s = 3);
-
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_COMMANDS_H_

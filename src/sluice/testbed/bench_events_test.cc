@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sluice/cli/commands.h"
+#include "sluice/testbed/bench_runner.h"
 
-namespace sluice::cli {
+namespace sluice::testbed {
 namespace {
 
 TEST(MeasureEventWindowsTest, RatesBeforeAfterSettlingAndPerSecond) {
@@ -40,4 +40,4 @@ TEST(MeasureEventWindowsTest, RatesBeforeAfterSettlingAndPerSecond) {
 }
 
 }  // namespace
-}  // namespace sluice::cli
+}  // namespace sluice::testbed

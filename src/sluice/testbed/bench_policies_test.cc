@@ -3,9 +3,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sluice/cli/commands.h"
+#include "sluice/testbed/bench_runner.h"
 
-namespace sluice::cli {
+namespace sluice::testbed {
 namespace {
 
 using Policies = std::vector<std::string>;
@@ -39,4 +39,4 @@ TEST(OracleRunLimitTest, TwiceTheFastestRunsWallTime) {
 }
 
 }  // namespace
-}  // namespace sluice::cli
+}  // namespace sluice::testbed
