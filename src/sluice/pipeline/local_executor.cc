@@ -9,6 +9,7 @@
 #include "sluice/pipeline/build.h"
 #include "sluice/pipeline/iterators.h"
 #include "sluice/pipeline/map.h"
+#include "sluice/pipeline/segment.h"
 
 namespace sluice::pipeline {
 
@@ -57,40 +58,13 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
       spec.source, *ex->files_, static_cast<uint64_t>(SamplesPerEpoch(*ex->files_, spec.take)));
   std::unique_ptr<Iterator> it = std::make_unique<SourceIterator>(ex->files_, source_options);
 
-  const size_t budget = options.max_buffered_bytes;
-  if (!built.ops.empty()) {
-    MapOptions map_options;
-    map_options.threads = ex->threads_;
-    map_options.deterministic = spec.options.deterministic;
-    map_options.on_error = spec.options.on_error;
-    map_options.max_buffered_bytes = budget / 4;
-    // The batcher takes elements in bursts (it stacks a whole batch at once); enough slack
-    // in flight lets the map threads keep working meanwhile instead of waiting for it. The
-    // byte budget still bounds memory.
-    map_options.max_in_flight = static_cast<size_t>(
-        std::max(2 * ex->threads_, spec.batch.size > 0 ? 16 : 0));
-    map_options.stats = ex->stats_.get();
-    std::vector<MapStage> stages = MakeStages(built, ex->stats_.get());
-    it = ParallelMapIterator::Create(std::move(it), std::move(stages), built.output_schema,
-                                     map_options);
-  }
-  if (spec.shuffle_buffer > 0) {
-    it = std::make_unique<ShuffleBufferIterator>(
-        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4,
-        ex->stats_.get());
-  }
-  if (spec.batch.size > 0) {
-    BatchOptions batch_options;
-    batch_options.size = spec.batch.size;
-    batch_options.drop_remainder = spec.batch.drop_remainder;
-    batch_options.padded = spec.batch.padded;
-    batch_options.padding_value = spec.batch.padding_value;
-    batch_options.padding_values = spec.batch.padding_values;
-    SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(batch_options)));
-  }
-  if (spec.prefetch > 0) {
-    it = PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch), budget / 2);
-  }
+  SegmentOptions segment;
+  segment.stages = MakeStages(built, ex->stats_.get());
+  segment.output_schema = built.output_schema;
+  segment.threads = ex->threads_;
+  segment.max_buffered_bytes = options.max_buffered_bytes;
+  segment.stats = ex->stats_.get();
+  SLUICE_ASSIGN_OR_RETURN(it, AssembleSegment(spec, std::move(it), std::move(segment)));
   ex->ops_ = std::move(built.ops);
   ex->root_ = std::move(it);
   return ex;

@@ -18,6 +18,7 @@
 #include "sluice/core/cpu_budget.h"
 #include "sluice/ops/storage.h"
 #include "sluice/ops/url_storage.h"
+#include "sluice/pipeline/segment.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/rpc/fair_share.h"
 #include "sluice/rpc/read_limiter.h"
@@ -1116,12 +1117,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   s.input_schema_ = first_op == 0 ? s.built_.input_schema : s.built_.ops[0]->output_schema();
   s.batch_ = after_batch && s.spec_.batch.size > 0;
   if (s.batch_) {
-    const pipeline::BatchSpec& b = s.spec_.batch;
-    s.batch_options_.size = b.size;
-    s.batch_options_.drop_remainder = b.drop_remainder;
-    s.batch_options_.padded = b.padded;
-    s.batch_options_.padding_value = b.padding_value;
-    s.batch_options_.padding_values = b.padding_values;
+    s.batch_options_ = pipeline::BatchOptionsOf(s.spec_.batch);
     auto schema = pipeline::BatchSchema(s.built_.output_schema, s.batch_options_);
     if (!schema.ok()) {
       return Status(schema.status().code(), absl::StrCat("spec rejected by the worker: batch: ",

@@ -28,6 +28,7 @@
 #include "sluice/pipeline/source.h"
 #include "sluice/runtime/coordinator.h"
 #include "sluice/runtime/merge.h"
+#include "sluice/pipeline/segment.h"
 #include "sluice/runtime/loader_impl.h"
 #include "sluice/runtime/remote_link.h"
 
@@ -91,15 +92,6 @@ Schema SchemaAfter(const pipeline::BuiltOps& built, int end) {
   return end == 0 ? built.input_schema : built.ops[end - 1]->output_schema();
 }
 
-pipeline::BatchOptions BatchOptionsOf(const pipeline::BatchSpec& b) {
-  pipeline::BatchOptions o;
-  o.size = b.size;
-  o.drop_remainder = b.drop_remainder;
-  o.padded = b.padded;
-  o.padding_value = b.padding_value;
-  o.padding_values = b.padding_values;
-  return o;
-}
 
 Status CheckPlan(const pipeline::PipelineSpec& spec, const LoaderOptions& options) {
   SLUICE_RETURN_IF_ERROR(ValidatePlacement(options, PipelineShapeOf(spec)));
@@ -200,35 +192,15 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   std::unique_ptr<pipeline::Iterator> it =
       std::make_unique<pipeline::SourceIterator>(d.files, std::move(so));
 
-  const size_t budget = opt.max_buffered_bytes;
-  if (!built.ops.empty()) {
-    pipeline::MapOptions mo;
-    mo.threads = d.threads;
-    mo.deterministic = spec.options.deterministic;
-    mo.on_error = spec.options.on_error;
-    mo.max_buffered_bytes = budget / 4;
-    mo.max_in_flight =
-        static_cast<size_t>(std::max(2 * d.threads, spec.batch.size > 0 ? 16 : 0));
-    mo.stats = d.stats.get();
-    ProgressTracker* progress = &d.progress;
-    mo.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
-    std::vector<pipeline::MapStage> stages = pipeline::MakeStages(built, d.stats.get());
-    it = pipeline::ParallelMapIterator::Create(std::move(it), std::move(stages),
-                                               built.output_schema, mo);
-  }
-  if (spec.shuffle_buffer > 0) {
-    it = std::make_unique<pipeline::ShuffleBufferIterator>(
-        std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed, budget / 4,
-        d.stats.get());
-  }
-  if (spec.batch.size > 0) {
-    SLUICE_ASSIGN_OR_RETURN(it,
-                            pipeline::BatchIterator::Create(std::move(it), BatchOptionsOf(spec.batch)));
-  }
-  if (spec.prefetch > 0) {
-    it = pipeline::PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch),
-                                            budget / 2);
-  }
+  pipeline::SegmentOptions segment;
+  segment.stages = pipeline::MakeStages(built, d.stats.get());
+  segment.output_schema = built.output_schema;
+  segment.threads = d.threads;
+  segment.max_buffered_bytes = opt.max_buffered_bytes;
+  segment.stats = d.stats.get();
+  ProgressTracker* progress = &d.progress;
+  segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
+  SLUICE_ASSIGN_OR_RETURN(it, pipeline::AssembleSegment(spec, std::move(it), std::move(segment)));
   d.local_ops = std::move(built.ops);
   d.root = std::move(it);
   return absl::OkStatus();
@@ -286,7 +258,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
                                                       0, pipeline::LocalEnv(spec.options.limits)));
   d.stats = std::make_unique<pipeline::PipelineStats>();
   d.stats->Init(d.built.names);
-  const pipeline::BatchOptions batch_options = BatchOptionsOf(spec.batch);
+  const pipeline::BatchOptions batch_options = pipeline::BatchOptionsOf(spec.batch);
   Schema merged_schema = SchemaAfter(d.built, d.prefix_end);
   if (d.after_batch) {
     SLUICE_ASSIGN_OR_RETURN(merged_schema, pipeline::BatchSchema(merged_schema, batch_options));
@@ -407,45 +379,32 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
         stage.op = d.wrappers.back().get();
       }
     }
-    pipeline::MapOptions mo_prefix;
-    mo_prefix.threads = d.threads;
-    mo_prefix.on_error = spec.options.on_error;
-    mo_prefix.max_buffered_bytes = opt.max_buffered_bytes / 4;
-    mo_prefix.stats = d.stats.get();
-    prefix = pipeline::ParallelMapIterator::Create(std::move(prefix), std::move(stages),
-                                                   SchemaAfter(d.built, d.prefix_end), mo_prefix);
+    pipeline::SegmentOptions segment;
+    segment.stages = std::move(stages);
+    segment.output_schema = SchemaAfter(d.built, d.prefix_end);
+    segment.threads = d.threads;
+    segment.max_buffered_bytes = opt.max_buffered_bytes;
+    segment.stats = d.stats.get();
+    segment.shuffle_and_batch = false;  // the prefix feeds the merge, which orders
+    segment.prefetch = false;
+    segment.keep_order = false;
+    SLUICE_ASSIGN_OR_RETURN(prefix, pipeline::AssembleSegment(spec, std::move(prefix),
+                                                              std::move(segment)));
   }
   d.prefix = std::move(prefix);
 
   // The suffix.
   std::unique_ptr<pipeline::Iterator> it = std::make_unique<MergeReader>(d.merge);
-  if (d.prefix_end < num_ops) {
-    pipeline::MapOptions mo_suffix;
-    mo_suffix.threads = d.threads;
-    mo_suffix.deterministic = spec.options.deterministic;
-    mo_suffix.on_error = spec.options.on_error;
-    mo_suffix.max_buffered_bytes = opt.max_buffered_bytes / 4;
-    mo_suffix.stats = d.stats.get();
-    ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
-    mo_suffix.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
-    it = pipeline::ParallelMapIterator::Create(
-        std::move(it), pipeline::MakeStages(d.built, d.stats.get(), d.prefix_end, num_ops),
-        d.built.output_schema, mo_suffix);
-  }
-  if (!d.after_batch) {
-    if (spec.shuffle_buffer > 0) {
-      it = std::make_unique<pipeline::ShuffleBufferIterator>(
-          std::move(it), static_cast<size_t>(spec.shuffle_buffer), spec.source.seed,
-          opt.max_buffered_bytes / 4, d.stats.get());
-    }
-    if (spec.batch.size > 0) {
-      SLUICE_ASSIGN_OR_RETURN(it, pipeline::BatchIterator::Create(std::move(it), batch_options));
-    }
-  }
-  if (spec.prefetch > 0) {
-    it = pipeline::PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch),
-                                            opt.max_buffered_bytes / 2);
-  }
+  pipeline::SegmentOptions segment;
+  segment.stages = pipeline::MakeStages(d.built, d.stats.get(), d.prefix_end, num_ops);
+  segment.output_schema = d.built.output_schema;
+  segment.threads = d.threads;
+  segment.max_buffered_bytes = opt.max_buffered_bytes;
+  segment.stats = d.stats.get();
+  ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
+  segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
+  segment.shuffle_and_batch = !d.after_batch;  // after the batch cut, batches arrive made
+  SLUICE_ASSIGN_OR_RETURN(it, pipeline::AssembleSegment(spec, std::move(it), std::move(segment)));
   d.root = std::move(it);
 
   // Start the local pump and the workers' links.
