@@ -242,8 +242,8 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
   SplitState& split = splits_[split_id];
   split.total = elements.size();
   if (batch_) {
-    split.results.resize(elements.size());
-    split.finished.assign(elements.size(), false);
+    split.groups.emplace(elements.size(), static_cast<size_t>(batch_options_.size),
+                         batch_options_.drop_remainder);
   }
   input_bytes_ += bytes;
   shared_->counters.splits_received.fetch_add(1, std::memory_order_relaxed);
@@ -511,21 +511,20 @@ void WorkerSession::RunOne() {
         return;
       }
       split.skipped.push_back({id, std::string(status.message()), ErrorKind::kData});
-      if (batch_) split.finished[item.position] = true;
+      if (batch_) ResolveBatchLocked(item.split_id, split, item.position, std::nullopt, &jobs);
     } else {
       const size_t estimate = WireBytesUpperBound(item.element);
       max_estimate_ = std::max(max_estimate_, estimate);
       pending_bytes_ += estimate;
       NotePeakLocked();
       if (batch_) {
-        split.results[item.position] = std::move(item.element);
-        split.finished[item.position] = true;
+        ResolveBatchLocked(item.split_id, split, item.position, std::move(item.element), &jobs);
       } else {
         split.pending.push_back(std::move(item.element));
         split.pending_estimate += estimate;
       }
     }
-    CollectFlushesLocked(item.split_id, split, &jobs);
+    if (!batch_) CollectFlushesLocked(item.split_id, split, &jobs);
     if (jobs.empty()) MaybeFinishSplitLocked(item.split_id);
   }
   for (FlushJob& job : jobs) Flush(std::move(job));
@@ -545,67 +544,45 @@ bool WorkerSession::NextRunsSplitLocked(uint64_t split_id) const {
 
 void WorkerSession::CollectFlushesLocked(uint64_t split_id, SplitState& split,
                                          std::vector<FlushJob>* jobs) {
+  if (split.pending.empty()) return;
   const bool complete = split.resolved == split.total;
-  if (!batch_) {
-    if (split.pending.empty()) return;
-    // Flush when the chunk is big enough, the split is complete, or nothing else of the
-    // split is running and its next sample is not about to start. Waiting for a sample that
-    // may not start could stall (the session may be out of credit, or another split's work
-    // is first); one about to start adds to this chunk. A chunk per sample had cost the
-    // trainer a message, a wake-up and a credit for every sample (docs/offload.md).
-    if (split.pending_estimate >= chunk_bytes_ || complete ||
-        (split.running == 0 && !NextRunsSplitLocked(split_id))) {
-      FlushJob job;
-      job.split_id = split_id;
-      job.elements = std::move(split.pending);
-      job.estimate = split.pending_estimate;
-      split.pending.clear();
-      split.pending_estimate = 0;
-      ++split.encoding;
-      jobs->push_back(std::move(job));
-    }
-    return;
-  }
-  // Batches: members in split order, skipping failed samples.
-  const size_t size = static_cast<size_t>(batch_options_.size);
-  while (split.next_position < split.total && split.finished[split.next_position]) {
-    std::optional<Element>& r = split.results[split.next_position++];
-    if (!r.has_value()) continue;
-    split.group_estimate += WireBytesUpperBound(*r);
-    split.group.push_back(std::move(*r));
-    r.reset();
-    if (split.group.size() == size) {
-      FlushJob job;
-      job.split_id = split_id;
-      job.elements = std::move(split.group);
-      job.estimate = split.group_estimate;
-      job.batch = true;
-      split.group.clear();
-      split.group_estimate = 0;
-      ++split.encoding;
-      jobs->push_back(std::move(job));
-    }
-  }
-  if (complete && !split.group.empty()) {
+  // Flush when the chunk is big enough, the split is complete, or nothing else of the split
+  // is running and its next sample is not about to start. Waiting for a sample that may not
+  // start could stall (the session may be out of credit, or another split's work is first);
+  // one about to start adds to this chunk. A chunk per sample had cost the trainer a
+  // message, a wake-up and a credit for every sample (docs/offload.md).
+  if (split.pending_estimate >= chunk_bytes_ || complete ||
+      (split.running == 0 && !NextRunsSplitLocked(split_id))) {
     FlushJob job;
     job.split_id = split_id;
-    job.estimate = split.group_estimate;
-    if (batch_options_.drop_remainder) {
-      // Dropped as the local batcher drops a short last batch; reported so the trainer
-      // accounts for every sample of the split.
-      for (const Element& e : split.group) {
-        split.skipped.push_back({e.id, "dropped: short last batch of the split (drop_remainder)",
-                                 ErrorKind::kDropped});
-      }
-      pending_bytes_ -= std::min(pending_bytes_, split.group_estimate);
-    } else {
-      job.elements = std::move(split.group);
-      job.batch = true;
-      ++split.encoding;
-      jobs->push_back(std::move(job));
-    }
-    split.group.clear();
-    split.group_estimate = 0;
+    job.elements = std::move(split.pending);
+    job.estimate = split.pending_estimate;
+    split.pending.clear();
+    split.pending_estimate = 0;
+    ++split.encoding;
+    jobs->push_back(std::move(job));
+  }
+}
+
+void WorkerSession::ResolveBatchLocked(uint64_t split_id, SplitState& split, size_t position,
+                                       std::optional<Element> element,
+                                       std::vector<FlushJob>* jobs) {
+  pipeline::SplitGroups::Ready ready = split.groups->Resolve(position, std::move(element));
+  for (std::vector<Element>& members : ready.batches) {
+    FlushJob job;
+    job.split_id = split_id;
+    for (const Element& e : members) job.estimate += WireBytesUpperBound(e);
+    job.elements = std::move(members);
+    job.batch = true;
+    ++split.encoding;
+    jobs->push_back(std::move(job));
+  }
+  // Dropped as the local batcher drops a short last batch; reported so the trainer accounts
+  // for every sample of the split.
+  for (const Element& e : ready.dropped) {
+    split.skipped.push_back(
+        {e.id, "dropped: short last batch of the split (drop_remainder)", ErrorKind::kDropped});
+    pending_bytes_ -= std::min(pending_bytes_, WireBytesUpperBound(e));
   }
 }
 
@@ -691,10 +668,10 @@ void WorkerSession::MaybeFinishSplitLocked(uint64_t split_id) {
   if (it == splits_.end()) return;
   SplitState& split = it->second;
   if (split.resolved != split.total || split.running != 0 || split.encoding != 0 ||
-      !split.pending.empty() || !split.group.empty()) {
+      !split.pending.empty()) {
     return;
   }
-  if (batch_ && split.next_position != split.total) return;
+  if (batch_ && !split.groups->done()) return;
   WorkerOutput done;
   done.kind = WorkerOutput::Kind::kSplitDone;
   done.split_id = split_id;

@@ -78,6 +78,7 @@
 #include "sluice/pipeline/build.h"
 #include "sluice/pipeline/map.h"
 #include "sluice/pipeline/spec.h"
+#include "sluice/pipeline/split_groups.h"
 #include "sluice/pipeline/stats.h"
 #include "sluice/rpc/compress.h"
 #include "sluice/rpc/remote_stream.h"
@@ -303,12 +304,8 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
     // Per-sample output: finished samples not yet in a chunk.
     std::vector<Element> pending;
     size_t pending_estimate = 0;
-    // Batch output: results by position, stacked in split order.
-    std::vector<std::optional<Element>> results;
-    std::vector<bool> finished;
-    size_t next_position = 0;
-    std::vector<Element> group;
-    size_t group_estimate = 0;
+    // Batch output: the split's batches in split order (after batch only).
+    std::optional<pipeline::SplitGroups> groups;
   };
   // A unit of encoding work taken out of the lock.
   struct FlushJob {
@@ -332,7 +329,14 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // then it no longer counts as running.
   void EndTaskLocked(int64_t cpu_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Process(Element& element) const;
+  // Per sample: flushes the split's finished samples as a chunk when it is time to.
   void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After batch: resolves sample `position` of the split (nullopt: it failed) and turns the
+  // batches now complete into encoding jobs; a short last batch dropped under drop_remainder
+  // is reported as skipped.
+  void ResolveBatchLocked(uint64_t split_id, SplitState& split, size_t position,
+                          std::optional<Element> element, std::vector<FlushJob>* jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the next task this session runs (called from a task about to end) is a sample of
   // `split_id`: it is first in the work queue and the window admits it.

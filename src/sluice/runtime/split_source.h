@@ -17,6 +17,7 @@
 #include "sluice/pipeline/batch.h"
 #include "sluice/pipeline/iterators.h"
 #include "sluice/pipeline/source.h"
+#include "sluice/pipeline/split_groups.h"
 #include "sluice/runtime/coordinator.h"
 #include "sluice/runtime/merge.h"
 
@@ -37,9 +38,8 @@ class SplitBatcher {
 
   void Begin(const SplitAssignment& split) {
     std::lock_guard<std::mutex> lock(mu_);
-    Pending& p = splits_[split.split_id];
-    p.results.resize(split.samples.size());
-    p.finished.assign(split.samples.size(), false);
+    splits_.try_emplace(split.split_id, split.samples.size(), static_cast<size_t>(options_.size),
+                        options_.drop_remainder);
     for (size_t i = 0; i < split.samples.size(); ++i) {
       where_[split.samples[i]] = {split.split_id, i};
     }
@@ -51,14 +51,6 @@ class SplitBatcher {
   void Skip(SampleId id) { Resolve(id, std::nullopt); }
 
  private:
-  struct Pending {
-    std::vector<std::optional<Element>> results;
-    std::vector<bool> finished;
-    size_t next = 0;
-    size_t resolved = 0;
-    std::vector<Element> group;
-  };
-
   void Resolve(SampleId id, std::optional<Element> element) {
     std::vector<std::vector<Element>> batches;
     std::vector<SampleId> dropped;
@@ -69,28 +61,11 @@ class SplitBatcher {
       if (w == where_.end()) return;
       const auto [split_id, position] = w->second;
       where_.erase(w);
-      Pending& p = splits_.at(split_id);
-      p.results[position] = std::move(element);
-      p.finished[position] = true;
-      ++p.resolved;
-      const size_t size = static_cast<size_t>(options_.size);
-      while (p.next < p.results.size() && p.finished[p.next]) {
-        std::optional<Element>& r = p.results[p.next++];
-        if (!r.has_value()) continue;
-        p.group.push_back(std::move(*r));
-        r.reset();
-        if (p.group.size() == size) batches.push_back(std::move(p.group)), p.group.clear();
-      }
-      if (p.resolved == p.results.size()) {
-        if (!p.group.empty()) {
-          if (options_.drop_remainder) {
-            for (const Element& e : p.group) dropped.push_back(e.id);
-          } else {
-            batches.push_back(std::move(p.group));
-          }
-        }
-        splits_.erase(split_id);
-      }
+      pipeline::SplitGroups& groups = splits_.at(split_id);
+      pipeline::SplitGroups::Ready ready = groups.Resolve(position, std::move(element));
+      batches = std::move(ready.batches);
+      for (const Element& e : ready.dropped) dropped.push_back(e.id);
+      if (groups.done()) splits_.erase(split_id);
     }
     if (skipped) skip_(id);
     for (const SampleId& d : dropped) skip_(d);
@@ -109,7 +84,7 @@ class SplitBatcher {
   const Schema input_;
   const pipeline::BatchOptions options_;
   std::mutex mu_;
-  std::map<uint64_t, Pending> splits_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, pipeline::SplitGroups> splits_ ABSL_GUARDED_BY(mu_);
   std::map<SampleId, std::pair<uint64_t, size_t>> where_ ABSL_GUARDED_BY(mu_);
 };
 
