@@ -58,9 +58,9 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     // the model, which charges receiving to the trainer's CPU per byte, counted that CPU
     // twice. Workers are connected in parallel, so one that does not answer delays the first
     // batch by its connect timeout, not by one per worker.
-    const int64_t probe_start = NowNanos();
+    const int64_t probe_start = a->Now();
     a->probes_ = ProbeWorkers(a->options_.workers, &a->probe_errors_, StorageCheckPath(a->spec_));
-    a->probe_s_ = (NowNanos() - probe_start) / 1e9;
+    a->probe_s_ = (a->Now() - probe_start) / 1e9;
     for (size_t i = 0; i < n; ++i) {
       const std::optional<rpc::LinkProbe>& p = a->probes_[i];
       a->reachable_[i] = p.has_value();
@@ -123,7 +123,7 @@ Status AutoLoader::GetNext(Element* out, bool* end_of_stream, const ConsumerTime
 }
 
 Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* times) {
-  const int64_t before = times != nullptr ? times->asked_ns : NowNanos();
+  const int64_t before = times != nullptr ? times->asked_ns : Now();
   if (t0_ns_ < 0) t0_ns_ = before;
   // The previous batch reached the consumer after it left here: that hand-over was waiting.
   if (times != nullptr && times->took_previous_ns >= 0) meter_.ExtendWait(times->took_previous_ns);
@@ -145,7 +145,7 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
   }
   meter_.Before(before);
   Status s = loader_->GetNext(out, end_of_stream);
-  const int64_t after = NowNanos();
+  const int64_t after = Now();
   meter_.After(after, s.ok() && !*end_of_stream ? SamplesOf(*out) : 0);
   last_after_ns_ = after;
   SLUICE_RETURN_IF_ERROR(s);
@@ -161,10 +161,10 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
     codec_probe_cpu_ns_ = ThreadCpuNanos() - cpu_before;
   }
   // The probe is the profiler's own cost: neither a stall nor the accelerator's step.
-  if (measured_codecs) meter_.Exclude(NowNanos());
-  Status ticked = Tick(NowNanos());
+  if (measured_codecs) meter_.Exclude(Now());
+  Status ticked = Tick(Now());
   // A plan switch on the consumer's thread: the consumer waited for it.
-  if (loaders_created_ != loaders) meter_.ExtendWait(NowNanos());
+  if (loaders_created_ != loaders) meter_.ExtendWait(Now());
   return ticked;
 }
 
@@ -265,11 +265,11 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   profile_for_report_ = profile;
   if (options_.apply_plans) SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
   // From the first batch asked for, and the probe's time before the pipeline started.
-  time_to_plan_s_ = Seconds(NowNanos()) + probe_s_;
+  time_to_plan_s_ = Seconds(Now()) + probe_s_;
   LogDecision(entry);
   if (options_.on_decision) options_.on_decision(entry);
   timeline_.push_back(entry);
-  last_observe_ns_ = NowNanos();
+  last_observe_ns_ = Now();
   last_observe_cpu_ns_ = ProcessCpuNanos();
   trainer_cpu_budget_ = profile.trainer_cpu_budget;
   last_observe_ = meter_.counters();
@@ -542,7 +542,7 @@ void AutoLoader::ScheduleReceiveMark() {
   receive_mark_.reset();
   receive_mark_due_ns_ = -1;
   if (!offloaded_ || applied_.codec != policy::Codec::kNone) return;
-  receive_mark_due_ns_ = NowNanos() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
+  receive_mark_due_ns_ = Now() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
   receive_recalibrated_ = false;  // a new Loader: measure it afresh
 }
 

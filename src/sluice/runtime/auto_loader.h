@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/core/clock.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/rpc/worker_names.h"
@@ -86,6 +87,11 @@ struct AutoOptions {
   std::function<void(const policy::TimelineEntry&)> on_decision;
   // false: decisions go only to on_decision, not to `log`.
   bool log_decisions = true;
+  // The wall clock the loop is measured on (nanoseconds, monotonic); empty: NowNanos. A test
+  // injects its own to move time by exactly the steps it means, instead of sleeping. (CPU
+  // time, which the costs come from, is the process's own either way.) ConsumerTimes given
+  // to GetNext must be on the same clock.
+  std::function<int64_t()> clock;
 };
 
 struct AutoReport {
@@ -144,6 +150,7 @@ class AutoLoader final : public BatchSource {
   void LogDecision(const policy::TimelineEntry& entry) const;
   Status Next(Element* out, bool* end_of_stream, const ConsumerTimes* times);
   double Seconds(int64_t now_ns) const { return (now_ns - t0_ns_) / 1e9; }
+  int64_t Now() const { return options_.clock ? options_.clock() : NowNanos(); }
   Status Tick(int64_t now_ns);
   Status PlanFirst(int64_t now_ns);
   Status Observe(int64_t now_ns);

@@ -158,6 +158,37 @@ TEST_F(AutoLoaderTest, SlowBatchesPlanOnceTheCapIsReached) {
   EXPECT_LT(batches, 40);
 }
 
+// The same window on an injected clock that moves only by the consumer's 10 ms steps (no
+// sleep, no machine's timing in it): after the warm-up batch, the cap's 50 ms take exactly
+// 5 steps and hold more than its 2 batches, so the 6th batch returned is the first planned.
+TEST_F(AutoLoaderTest, OnAnInjectedClockTheCapPlansAfterExactlyItsTime) {
+  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
+  AutoOptions o = Options({});
+  o.measure_s = 100;
+  o.measure_batches = 100;
+  o.measure_cap_s = 0.05;
+  o.measure_cap_batches = 2;
+  int64_t now_ns = 1'000'000'000;
+  o.clock = [&now_ns] { return now_ns; };
+  auto loader = AutoLoader::Create(spec, o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t batches = 0;
+  for (; batches < 40 && !(*loader)->planned(); ++batches) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
+    ASSERT_FALSE(end);
+    now_ns += 10'000'000;  // the accelerator's step, on the injected clock
+  }
+  EXPECT_EQ(batches, 6);
+  const AutoReport r = (*loader)->Report();
+  ASSERT_TRUE(r.time_to_plan_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.time_to_plan_s, 0.05);  // from the first batch asked for, to the plan
+  // Waiting for data takes no time on this clock: the loop never stalled, and says so.
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_FALSE(r.plan.offload);
+}
+
 TEST_F(AutoLoaderTest, WithoutWorkersItPlansNoOffloadAndDeliversEverything) {
   const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
   auto loader = AutoLoader::Create(spec, Options({}));
