@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/strings/str_format.h"
@@ -188,7 +189,7 @@ TEST_F(PolicyRunnerTest, SluicePlansSwitchesAndReportsItsDecisions) {
   // then): the window holds more batches than any prefetch.
   o.measure_batches = 12;
   const RunnerReport r = Run(std::move(o));
-  ASSERT_FALSE(r.timeline.empty());
+  ASSERT_FALSE(r.timeline.empty()) << "the runner's notes:\n" << absl::StrJoin(notes_, "\n");
   ASSERT_EQ(decisions_.size(), r.timeline.size());
   EXPECT_EQ(decisions_[0].kind, policy::DecisionKind::kInitial);
   ASSERT_TRUE(r.plan.has_value());
