@@ -16,7 +16,7 @@ if [ ! -f "$BUILD/CTestTestfile.cmake" ]; then
   echo "loaded-check: no ctest tree in '$BUILD' (run 'make build' first)" >&2
   exit 2
 fi
-# A bound on the load: long enough for the repeats (about 2 minutes a round on 2 cores).
+# A bound on the load: long enough for the repeats (a round takes minutes on 2 cores).
 LIMIT_S=$((REPEATS * 300 + 300))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
