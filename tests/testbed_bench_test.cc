@@ -113,6 +113,9 @@ class TestbedBenchTest : public ::testing::Test {
     return ss.str();
   }
 
+  // The bench's --work-dir: its logs and each run's train-N.json.
+  std::string WorkDir() const { return dir_ + "/bench-runs"; }
+
   std::string dir_;
   std::string scenario_;
   std::vector<pid_t> children_;
@@ -122,7 +125,7 @@ TEST_F(TestbedBenchTest, TinyScenarioEndToEnd) {
   SKIP_WITHOUT_ROOT();
   const std::string out = dir_ + "/report.json";
   const pid_t pid = Start({"bench", scenario_, "--policies", "none,fixed:cut=2,ratio=0.5", "--json",
-                           out, "--work-dir", dir_ + "/work"},
+                           out, "--work-dir", WorkDir()},
                           "tiny");
   ASSERT_EQ(Wait(pid), 0) << Log("tiny");
   EXPECT_TRUE(ResourcesOfPid(pid).empty()) << ResourcesOfPid(pid).ToString();
@@ -176,7 +179,7 @@ TEST_F(TestbedBenchTest, TwoTrainersShareTheWorkerAndTheBenchReportsEach) {
       << "steps: 3\n";
   const std::string out = dir_ + "/report.json";
   const pid_t pid = Start({"bench", scenario_, "--policies", "none,fixed:cut=2,ratio=0.5",
-                           "--json", out, "--work-dir", dir_ + "/work"},
+                           "--json", out, "--work-dir", WorkDir()},
                           "two");
   ASSERT_EQ(Wait(pid), 0) << Log("two");
   EXPECT_TRUE(ResourcesOfPid(pid).empty()) << ResourcesOfPid(pid).ToString();
@@ -255,7 +258,7 @@ TEST_F(TestbedBenchTest, AStoreBesideTheTrainerIsReadAcrossTheLinkAndOneBesideTh
 TEST_F(TestbedBenchTest, SigtermMidRunTearsEverythingDown) {
   SKIP_WITHOUT_ROOT();
   const pid_t pid = Start(
-      {"bench", scenario_, "--hold", "120", "--no-verify", "--work-dir", dir_ + "/work"}, "hold");
+      {"bench", scenario_, "--hold", "120", "--no-verify", "--work-dir", WorkDir()}, "hold");
   // Wait (bounded) until its testbed stands.
   bool up = false;
   for (int i = 0; i < 600 && !up; ++i) {
@@ -276,11 +279,11 @@ TEST_F(TestbedBenchTest, SigtermDuringATrainRunTearsEverythingDown) {
   // A slow accelerator keeps the run going long enough to be interrupted.
   WriteScenario(/*accelerator_ms=*/60000);
   const pid_t pid =
-      Start({"bench", scenario_, "--policies", "none", "--no-verify", "--work-dir", dir_ + "/work"},
+      Start({"bench", scenario_, "--policies", "none", "--no-verify", "--work-dir", WorkDir()},
             "train");
   // Wait (bounded) until the run's trainer is a process (in the process table, not a log
   // line): a `sluice train` writing its report to the run's file.
-  const std::string report = dir_ + "/work/train-0.json";
+  const std::string report = WorkDir() + "/train-0.json";
   bool training = false;
   for (int i = 0; i < 1200 && !training; ++i) {
     training = ProcessWithArgument(report);
@@ -297,7 +300,7 @@ TEST_F(TestbedBenchTest, WithoutRootItSaysSoAndExits2) {
   SKIP_WITHOUT_ROOT();
   fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                             fs::perms::others_read | fs::perms::others_exec);
-  const pid_t pid = Start({"bench", scenario_, "--work-dir", dir_ + "/work"}, "noroot", 65534);
+  const pid_t pid = Start({"bench", scenario_, "--work-dir", WorkDir()}, "noroot", 65534);
   EXPECT_EQ(Wait(pid), 2);
   EXPECT_THAT(Log("noroot"), HasSubstr("needs root"));
 }

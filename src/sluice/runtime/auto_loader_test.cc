@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -131,25 +132,40 @@ class AutoLoaderTest : public ::testing::Test {
   std::string dir_;
 };
 
-// Slow batches: the usual window (here 100 s and 100 batches) is never reached, but once the
-// cap's time has passed with its 2 batches measured, the first plan is made.
-TEST_F(AutoLoaderTest, SlowBatchesPlanOnceTheCapIsReached) {
-  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
-  AutoOptions o = Options({});
+// Options whose usual window (100 s, 100 batches) is never reached: only the cap (50 ms with
+// at least 2 batches measured) ends it.
+AutoOptions CappedWindow(AutoOptions o) {
   o.measure_s = 100;
   o.measure_batches = 100;
   o.measure_cap_s = 0.05;
   o.measure_cap_batches = 2;
-  auto loader = AutoLoader::Create(spec, o);
-  ASSERT_TRUE(loader.ok()) << loader.status();
+  return o;
+}
+
+// Takes batches, calling `step` after each (the accelerator), until the loader has planned
+// or 40 batches were taken; returns how many.
+int64_t TakeUntilPlanned(AutoLoader& loader, const std::function<void()>& step) {
   int64_t batches = 0;
-  for (; batches < 40 && !(*loader)->planned(); ++batches) {
+  for (; batches < 40 && !loader.planned(); ++batches) {
     Element e;
     bool end = false;
-    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
-    ASSERT_FALSE(end);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a 10 ms "accelerator"
+    EXPECT_TRUE(loader.GetNext(&e, &end).ok());
+    EXPECT_FALSE(end);
+    if (end) break;
+    step();
   }
+  return batches;
+}
+
+// Slow batches: the usual window is never reached, but once the cap's time has passed with
+// its 2 batches measured, the first plan is made.
+TEST_F(AutoLoaderTest, SlowBatchesPlanOnceTheCapIsReached) {
+  const AutoOptions o = CappedWindow(Options({}));
+  auto loader = AutoLoader::Create(Spec(/*epochs=*/8), o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const int64_t batches = TakeUntilPlanned(**loader, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a 10 ms "accelerator"
+  });
   EXPECT_TRUE((*loader)->planned());
   // The warm-up batch, then at least 2 measured (3 batches when a loaded machine makes them
   // take the 50 ms), far under the 100 the uncapped window needs: 40 batches sleep 400 ms,
@@ -162,25 +178,13 @@ TEST_F(AutoLoaderTest, SlowBatchesPlanOnceTheCapIsReached) {
 // sleep, no machine's timing in it): after the warm-up batch, the cap's 50 ms take exactly
 // 5 steps and hold more than its 2 batches, so the 6th batch returned is the first planned.
 TEST_F(AutoLoaderTest, OnAnInjectedClockTheCapPlansAfterExactlyItsTime) {
-  const pipeline::PipelineSpec spec = Spec(/*epochs=*/8);
-  AutoOptions o = Options({});
-  o.measure_s = 100;
-  o.measure_batches = 100;
-  o.measure_cap_s = 0.05;
-  o.measure_cap_batches = 2;
+  AutoOptions o = CappedWindow(Options({}));
   int64_t now_ns = 1'000'000'000;
   o.clock = [&now_ns] { return now_ns; };
-  auto loader = AutoLoader::Create(spec, o);
+  auto loader = AutoLoader::Create(Spec(/*epochs=*/8), o);
   ASSERT_TRUE(loader.ok()) << loader.status();
-  int64_t batches = 0;
-  for (; batches < 40 && !(*loader)->planned(); ++batches) {
-    Element e;
-    bool end = false;
-    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
-    ASSERT_FALSE(end);
-    now_ns += 10'000'000;  // the accelerator's step, on the injected clock
-  }
-  EXPECT_EQ(batches, 6);
+  // Each step is the accelerator's 10 ms, on the injected clock.
+  EXPECT_EQ(TakeUntilPlanned(**loader, [&now_ns] { now_ns += 10'000'000; }), 6);
   const AutoReport r = (*loader)->Report();
   ASSERT_TRUE(r.time_to_plan_s.has_value());
   EXPECT_DOUBLE_EQ(*r.time_to_plan_s, 0.05);  // from the first batch asked for, to the plan
