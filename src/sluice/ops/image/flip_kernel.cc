@@ -27,11 +27,14 @@ constexpr Masks MakeMasks() {
 }
 alignas(16) constexpr Masks kMasks = MakeMasks();
 
+// Output pixels [from, width) of one row, one at a time.
+void FlipPixels(const uint8_t* s, int64_t width, int64_t from, uint8_t* d) {
+  for (int64_t x = from; x < width; ++x) std::memcpy(d + 3 * x, s + 3 * (width - 1 - x), 3);
+}
+
 void FlipRowsScalar(const uint8_t* src, int64_t height, int64_t width, uint8_t* dst) {
   for (int64_t y = 0; y < height; ++y) {
-    const uint8_t* s = src + y * width * 3;
-    uint8_t* d = dst + y * width * 3;
-    for (int64_t x = 0; x < width; ++x) std::memcpy(d + 3 * x, s + 3 * (width - 1 - x), 3);
+    FlipPixels(src + y * width * 3, width, 0, dst + y * width * 3);
   }
 }
 
@@ -60,10 +63,7 @@ __attribute__((target("ssse3"))) void FlipRowsSsse3(const uint8_t* src, int64_t 
         _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48 * j + 16 * r), out);
       }
     }
-    // The last width % 16 output pixels: the first input pixels, one at a time.
-    for (int64_t x = blocks * 16; x < width; ++x) {
-      std::memcpy(d + 3 * x, s + 3 * (width - 1 - x), 3);
-    }
+    FlipPixels(s, width, blocks * 16, d);  // the last width % 16: the first input pixels
   }
 }
 
