@@ -24,20 +24,23 @@ def _normalize(torch, args):
     chw = args.get("layout", "CHW") == "CHW"
     half = args.get("dtype", "f32") == "f16"
 
+    coefficients = {}  # (channels, u8 input, device) -> (scale, shift): made once
+
     def apply(batch):
         x = batch[field]
         # The engine: u8 -> v * (1 / (255 std)) + (-mean / std), in float; f32 -> (v - mean) / std.
         c = x.shape[-1]
-        if len(mean) not in (1, c) or len(std) not in (1, c):
-            raise ValueError(f"normalize on the device: mean/std have {len(mean)}/{len(std)} "
-                             f"values but {field!r} has {c} channels")
-        m = torch.tensor(mean if len(mean) == c else mean * c, dtype=torch.float64)
-        s = torch.tensor(std if len(std) == c else std * c, dtype=torch.float64)
-        if x.dtype == torch.uint8:
-            scale = (1.0 / (255.0 * s)).to(torch.float32).to(x.device)
-        else:
-            scale = (1.0 / s).to(torch.float32).to(x.device)
-        shift = (-m / s).to(torch.float32).to(x.device)
+        key = (c, x.dtype == torch.uint8, x.device)
+        if key not in coefficients:
+            if len(mean) not in (1, c) or len(std) not in (1, c):
+                raise ValueError(f"normalize on the device: mean/std have {len(mean)}/{len(std)} "
+                                 f"values but {field!r} has {c} channels")
+            m = torch.tensor(mean if len(mean) == c else mean * c, dtype=torch.float64)
+            s = torch.tensor(std if len(std) == c else std * c, dtype=torch.float64)
+            scale = 1.0 / (255.0 * s) if key[1] else 1.0 / s
+            coefficients[key] = (scale.to(torch.float32).to(x.device),
+                                 (-m / s).to(torch.float32).to(x.device))
+        scale, shift = coefficients[key]
         y = x.to(torch.float32) * scale + shift
         if chw:
             y = y.movedim(-1, -3).contiguous()
