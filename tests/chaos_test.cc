@@ -196,7 +196,9 @@ TEST_F(ChaosTest, TrainsThroughKillsStopsRestartsAndLinkFlapsExactlyOnce) {
             workers[p.worker] = -1;
           }
           pending.push_back({due, [&, w = p.worker] {
-                               if (workers[w] <= 0) EXPECT_TRUE(start_worker(w));
+                               if (workers[w] <= 0) {
+                                 EXPECT_TRUE(start_worker(w));
+                               }
                              }});
           break;
         case Fault::kStop:

@@ -288,8 +288,8 @@ TEST_F(ShardsHttpTest, AWorkerReadsShardUrlsUnderItsDataUrlOnly) {
   EXPECT_EQ(check, server->Url("shards/shard-000000.tar"));
   std::vector<std::string> errors;
   const auto probes = runtime::ProbeWorkers(
-      Plan({worker->address(), plain->address()}, 2, 0.5, &warnings, ReadMode::kRemoteRead)
-          .workers,
+      *rpc::GrpcConnector(),
+      Plan({worker->address(), plain->address()}, 2, 0.5, &warnings, ReadMode::kRemoteRead).workers,
       &errors, check);
   ASSERT_EQ(probes.size(), 2u);
   ASSERT_TRUE(probes[0].has_value() && probes[1].has_value()) << absl::StrJoin(errors, "; ");
@@ -330,6 +330,7 @@ TEST_F(ShardsHttpTest, AWorkersProbeMeasuresItsStoresRate) {
   Warnings warnings;
   std::vector<std::string> errors;
   const auto probes = runtime::ProbeWorkers(
+      *rpc::GrpcConnector(),
       Plan({worker->address()}, 2, 0.5, &warnings, ReadMode::kRemoteRead).workers, &errors,
       server->Url("blob.bin"));
   ASSERT_EQ(probes.size(), 1u);

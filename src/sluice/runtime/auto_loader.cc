@@ -59,7 +59,8 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     // twice. Workers are connected in parallel, so one that does not answer delays the first
     // batch by its connect timeout, not by one per worker.
     const int64_t probe_start = a->Now();
-    a->probes_ = ProbeWorkers(a->options_.workers, &a->probe_errors_, StorageCheckPath(a->spec_));
+    a->probes_ = ProbeWorkers(rpc::ConnectorOr(a->options_.base.connector), a->options_.workers,
+                              &a->probe_errors_, StorageCheckPath(a->spec_));
     a->probe_s_ = (a->Now() - probe_start) / 1e9;
     for (size_t i = 0; i < n; ++i) {
       const std::optional<rpc::LinkProbe>& p = a->probes_[i];
@@ -421,8 +422,10 @@ void AutoLoader::Reprobe(int64_t now_ns) {
     for (size_t i = 0; i < connects.size(); ++i) {
       if (!listed[i]) continue;  // gone from its name's list: not probed until it is back
       // In use: GetInfo and a few small calls. Not reachable: the full probe.
-      StatusOr<rpc::LinkProbe> p = in_use[i] ? rpc::ProbeWorker(connects[i], 0, 0)
-                                             : rpc::ProbeWorker(connects[i]);
+      rpc::Connector& connector = rpc::ConnectorOr(options_.base.connector);
+      StatusOr<rpc::LinkProbe> p = in_use[i] ? connector.Probe(connects[i], 0, 0, "", nullptr)
+                                             : connector.Probe(connects[i], rpc::kLinkProbeTargetS,
+                                                               rpc::kLinkProbeMaxS, "", nullptr);
       if (p.ok()) reprobes_[i] = *std::move(p);
     }
     done->store(true);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "sluice/runtime/connector_test_util.h"
 #include "gtest/gtest.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/pipeline/local_executor.h"
@@ -320,6 +321,55 @@ TEST_F(AutoLoaderTest, TheMetricStoreKeepsTheCostsForTheNextRun) {
   EXPECT_THAT(r.store_note, HasSubstr("hit"));
   ASSERT_FALSE(r.timeline.empty());
   EXPECT_THAT(r.timeline[0].reason, HasSubstr("stored costs"));
+}
+
+// A worker that does not answer its probe is planned without; once a re-probe reaches it,
+// it joins the plan through a re-plan, and no sample is delivered twice across the switch.
+// The connector refuses the first probe only, so this ordering is the test's, not the
+// machine's.
+TEST_F(AutoLoaderTest, AWorkerThatMissedItsProbeJoinsThePlanWhenAReprobeReachesIt) {
+  auto server = StartWorker();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto connector = std::make_shared<test::FaultyConnector>(
+      [](int) { return test::Fault{}; },
+      [](int probe) {
+        return probe == 0 ? absl::UnavailableError("probe refused by the test") : absl::OkStatus();
+      });
+  AutoOptions o = Options({(*server)->address()});
+  o.base.connector = connector;
+  std::mutex mu;
+  std::vector<policy::TimelineEntry> decisions;
+  o.on_decision = [&](const policy::TimelineEntry& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    decisions.push_back(e);
+  };
+  const auto joined = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const policy::TimelineEntry& e : decisions) {
+      if (e.kind != policy::DecisionKind::kInitial && e.plan.offload) return true;
+    }
+    return false;
+  };
+  auto loader = AutoLoader::Create(Spec(/*epochs=*/-1), o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  // No accelerator step: the loop always waits for data. Re-probes run every 2 s, so the
+  // join comes within seconds; the bound is on batches, far above that.
+  std::vector<Element> got;
+  for (int i = 0; i < 200000 && !joined(); ++i) {
+    Element e;
+    bool end = false;
+    ASSERT_TRUE((*loader)->GetNext(&e, &end).ok());
+    ASSERT_FALSE(end);
+    got.push_back(std::move(e));
+  }
+  ASSERT_TRUE(joined());
+  const AutoReport r = (*loader)->Report();
+  ASSERT_GE(r.timeline.size(), 2u);
+  EXPECT_EQ(r.timeline[0].kind, policy::DecisionKind::kInitial);
+  EXPECT_FALSE(r.timeline[0].plan.offload);  // nobody to offload to
+  EXPECT_THAT(r.timeline.back().reason, HasSubstr("joined"));
+  EXPECT_GE(r.loaders_created, 2);
+  ById(got);  // fails on a sample delivered twice
 }
 
 }  // namespace

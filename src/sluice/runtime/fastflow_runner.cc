@@ -71,7 +71,8 @@ StatusOr<FastFlowOutcome> RunFastFlowProfiling(const pipeline::PipelineSpec& spe
   // is none, it is given the one candidate that works rather than a failed run.)
   policy::FastFlowOptions ff = options.fastflow;
   if (const std::string check = StorageCheckPath(spec); !check.empty() && !options.workers.empty()) {
-    for (const std::optional<rpc::LinkProbe>& p : ProbeWorkers(options.workers, nullptr, check)) {
+    for (const std::optional<rpc::LinkProbe>& p :
+         ProbeWorkers(rpc::ConnectorOr(options.base.connector), options.workers, nullptr, check)) {
       if (p.has_value() && p->can_read == false) ff.workers_read = false;
     }
   }

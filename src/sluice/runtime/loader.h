@@ -58,6 +58,7 @@
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/stats.h"
+#include "sluice/rpc/connector.h"
 #include "sluice/rpc/remote_stream.h"
 #include "sluice/runtime/liveness.h"
 
@@ -118,6 +119,8 @@ struct LoaderOptions : Placement {
   std::function<void(const std::string&)> warn;
   // Each WorkerEvent as it happens (null: none). Called from the Loader's threads.
   std::function<void(const WorkerEvent&)> on_worker_event;
+  // How sessions with the workers are opened and links probed (rpc/connector.h); null: gRPC.
+  std::shared_ptr<rpc::Connector> connector;
 };
 
 struct WorkerReport {

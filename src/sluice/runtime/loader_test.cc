@@ -4,8 +4,11 @@
 
 #include <stdlib.h>
 
+#include <condition_variable>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,12 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/pipeline/local_executor.h"
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/tar.h"
+#include "sluice/runtime/connector_test_util.h"
 #include "sluice/rpc/grpc_worker_server.h"
 
 namespace sluice::runtime {
@@ -838,6 +845,162 @@ TEST_F(LoaderShardTest, CutAfterBatchIsRefusedToARank) {
   options.shard = pipeline::Shard{2, 2};
   EXPECT_THAT(Loader::Create(ShardSpec(pipeline::EvenRule::kDrop), options).status().message(),
               HasSubstr("rank: must be in [0, 1]"));
+}
+
+}  // namespace
+}  // namespace sluice::runtime
+
+namespace sluice::runtime {
+namespace {
+
+using test::BreakAfter;
+using test::Fault;
+using test::FaultyConnector;
+using test::QuietAfter;
+using test::Refuse;
+
+class LoaderFaultTest : public LoaderTest {
+ protected:
+  // Cut 2, most samples offloaded, through `c`, with every WorkerEvent recorded. The tests
+  // that wait for a reconnect run endlessly (epochs: -1), so that the run cannot end first.
+  LoaderOptions FaultPlan(const std::string& address, std::shared_ptr<rpc::Connector> c) {
+    LoaderOptions o = Plan({address}, /*cut=*/2, /*ratio=*/0.9);
+    o.connector = std::move(c);
+    o.on_worker_event = [this](const WorkerEvent& e) {
+      std::lock_guard<std::mutex> lock(warn_mu_);
+      events_.push_back(e);
+    };
+    return o;
+  }
+  std::vector<WorkerEvent> Events() {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    return events_;
+  }
+  // Takes batches until `done` holds, at most 100,000 of them; the batches in *got.
+  static bool TakeUntil(Loader& loader, const std::function<bool()>& done,
+                        std::vector<Element>* got) {
+    for (int i = 0; i < 100000 && !done(); ++i) {
+      Element e;
+      bool end = false;
+      if (!loader.GetNext(&e, &end).ok() || end) return false;
+      got->push_back(std::move(e));
+    }
+    return done();
+  }
+  // Exactly once, by the Loader's own account: `got` holds no sample twice, and its samples
+  // are exactly those Progress() says were received (every sample of the epochs before its
+  // first_epoch and those marked consumed in the rest). Call while not taking batches.
+  static void ExpectDeliveredAsProgressSays(Loader& loader, const std::vector<Element>& got) {
+    const std::map<SampleId, std::string> ids = ById(got);
+    const pipeline::SourceProgress progress = loader.Progress();
+    size_t received = static_cast<size_t>(progress.first_epoch) * kImages;
+    for (const auto& [epoch, bits] : progress.consumed) {
+      received += static_cast<size_t>(std::count(bits.begin(), bits.end(), true));
+    }
+    EXPECT_EQ(ids.size(), received);
+    for (const auto& [id, bytes] : ids) {
+      EXPECT_TRUE(id.epoch < progress.first_epoch || progress.Consumed(id))
+          << "sample " << id.epoch << "/" << id.index << " delivered but not accounted";
+    }
+  }
+  std::vector<WorkerEvent> events_;  // guarded by warn_mu_
+};
+
+TEST_F(LoaderFaultTest, AStreamBrokenAfterAChunkLosesAndRepeatsNoSample) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/true);
+  spec.epochs = 2;
+  const std::vector<Element> expected = DrainLocal(spec);
+  // The first session breaks right after its first chunk: samples of that chunk are
+  // delivered, the rest of its splits are not (their completion never arrives). Everything
+  // is offloaded and the local side does not spill over while the worker is up, so the
+  // worker's first chunk comes before the end however slow the machine is.
+  auto connector = std::make_shared<FaultyConnector>(
+      [](int open) { return open == 0 ? BreakAfter(1) : Fault{}; });
+  LoaderOptions plan = FaultPlan(worker->address(), connector);
+  plan.ratio = 1.0;
+  plan.spill_over = false;
+  auto loader = Loader::Create(spec, plan);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  ExpectIdentical(expected, got, "broken after a chunk");
+  const LoaderReport report = (*loader)->Report();
+  EXPECT_EQ(report.workers[0].failures, 1)
+      << "opens " << connector->opens() << ", samples local " << report.samples_local
+      << ", remote " << report.workers[0].samples << "; " << absl::StrJoin(Warnings(), "; ");
+  EXPECT_GT(report.workers[0].samples, 0);  // the chunk before the break counts
+  const std::vector<WorkerEvent> events = Events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].kind, WorkerEvent::Kind::kFailed);
+  EXPECT_THAT(events[0].message, HasSubstr("connection broken by the test"));
+}
+
+TEST_F(LoaderFaultTest, RefusedReconnectsAreWarnedOnceAndTheWorkerRejoins) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = -1;
+  // Open 0 breaks after a chunk; opens 1-3 are refused alike; open 4 works.
+  auto connector = std::make_shared<FaultyConnector>([](int open) {
+    if (open == 0) return BreakAfter(1);
+    if (open <= 3) return Refuse(absl::UnavailableError("refused by the test"));
+    return Fault{};
+  });
+  auto loader = Loader::Create(spec, FaultPlan(worker->address(), connector));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  // Until the session of open 4 has delivered a chunk.
+  ASSERT_TRUE(TakeUntil(
+      **loader,
+      [&] { return connector->WaitUntil([](int, int, int later) { return later > 0; }, 0); }, &got))
+      << "opens: " << connector->opens();
+  EXPECT_EQ(connector->opens(), 5);
+  int cannot_reach = 0, back = 0;
+  for (const std::string& w : Warnings()) {
+    if (absl::StrContains(w, "cannot reach worker")) {
+      ++cannot_reach;
+      EXPECT_THAT(w, HasSubstr("refused by the test"));
+    }
+    if (absl::StrContains(w, "is back; using it again")) ++back;
+  }
+  EXPECT_EQ(cannot_reach, 1);  // three refusals with one message: one warning
+  EXPECT_EQ(back, 1);
+  const LoaderReport report = (*loader)->Report();
+  EXPECT_EQ(report.workers[0].connects, 2);
+  EXPECT_EQ(report.workers[0].failures, 1);
+  EXPECT_TRUE(report.workers[0].connected);
+  ExpectDeliveredAsProgressSays(**loader, got);
+}
+
+TEST_F(LoaderFaultTest, AStreamThatGoesQuietIsDeclaredHungAndReplaced) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  spec.epochs = -1;
+  auto connector = std::make_shared<FaultyConnector>(
+      [](int open) { return open == 0 ? QuietAfter(1) : Fault{}; });
+  LoaderOptions plan = FaultPlan(worker->address(), connector);
+  // Short deadlines: the silence is the test's own, so no live worker is misjudged.
+  plan.hang.floor_s = 0.2;
+  plan.hang.unmeasured_s = 0.2;
+  auto loader = Loader::Create(spec, plan);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(TakeUntil(
+      **loader,
+      [&] { return connector->WaitUntil([](int, int, int later) { return later > 0; }, 0); },
+      &got));
+  const std::vector<WorkerEvent> events = Events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].kind, WorkerEvent::Kind::kHung);
+  EXPECT_THAT(events[0].message, HasSubstr("hung"));
+  const LoaderReport report = (*loader)->Report();
+  EXPECT_EQ(report.workers[0].hangs, 1);
+  EXPECT_GE(report.workers[0].last_hang_silence_s, 0.2);
+  EXPECT_EQ(report.workers[0].connects, 2);
+  ExpectDeliveredAsProgressSays(**loader, got);
 }
 
 }  // namespace

@@ -257,8 +257,8 @@ std::string StorageCheckPath(const pipeline::PipelineSpec& spec) {
 }
 
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
-    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors,
-    const std::string& check_path) {
+    rpc::Connector& connector, const std::vector<rpc::ConnectOptions>& workers,
+    std::vector<std::string>* errors, const std::string& check_path) {
   std::vector<std::optional<rpc::LinkProbe>> out(workers.size());
   std::vector<std::string> why(workers.size());
   std::vector<std::thread> threads;
@@ -267,8 +267,8 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   std::mutex one_at_a_time;
   for (size_t i = 0; i < workers.size(); ++i) {
     threads.emplace_back([&, i] {
-      StatusOr<rpc::LinkProbe> p = rpc::ProbeWorker(
-          workers[i], rpc::kLinkProbeTargetS, rpc::kLinkProbeMaxS, check_path, &one_at_a_time);
+      StatusOr<rpc::LinkProbe> p = connector.Probe(workers[i], rpc::kLinkProbeTargetS,
+                                                   rpc::kLinkProbeMaxS, check_path, &one_at_a_time);
       if (p.ok()) {
         out[i] = *std::move(p);
       } else {

@@ -120,12 +120,12 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe, double weight
 // a URL); empty otherwise.
 std::string StorageCheckPath(const pipeline::PipelineSpec& spec);
 
-// Probes every worker at once (rpc::ProbeWorker, ~0.1 s each); nullopt for those that fail,
-// with the reason in *errors (same order). `check_path` (a source file) asks each worker
-// whether it can read it itself.
+// Probes every worker at once (rpc::ProbeWorker through `connector`, ~0.1 s each); nullopt
+// for those that fail, with the reason in *errors (same order). `check_path` (a source file)
+// asks each worker whether it can read it itself.
 std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
-    const std::vector<rpc::ConnectOptions>& workers, std::vector<std::string>* errors,
-    const std::string& check_path = "");
+    rpc::Connector& connector, const std::vector<rpc::ConnectOptions>& workers,
+    std::vector<std::string>* errors, const std::string& check_path = "");
 
 // What the trainer's whole process did while a Loader offloaded on uncompressed streams
 // (differences of two readings): its CPU, its ops' CPU, the samples it handed out, the

@@ -30,7 +30,7 @@ class RemoteLink {
   // The first connection attempt (in Create, before the coordinator exists).
   Status OpenFirst() {
     StatusOr<std::unique_ptr<rpc::RemoteStream>> opened =
-        rpc::RemoteStream::Open(connect_, loader_->session);
+        rpc::ConnectorOr(loader_->options.connector).Open(connect_, loader_->session);
     std::lock_guard<std::mutex> lock(mu_);
     if (!opened.ok()) {
       last_error_ = std::string(opened.status().message());
@@ -125,7 +125,7 @@ class RemoteLink {
         rpc::ConnectOptions attempt = connect_;
         attempt.connect_timeout_s = std::min(attempt.connect_timeout_s, kReconnectTimeoutS);
         StatusOr<std::unique_ptr<rpc::RemoteStream>> opened =
-            rpc::RemoteStream::Open(attempt, loader_->session);
+            rpc::ConnectorOr(loader_->options.connector).Open(attempt, loader_->session);
         if (!opened.ok()) {
           const std::string message(opened.status().message());
           {
@@ -162,6 +162,10 @@ class RemoteLink {
       pthread_setname_np(feeder.native_handle(), "sluice-feed");
       const StreamEnd end = Read(*stream);
       const Status& failure = end.status;
+      // Whether the run was over when the stream ended (a stream ends with the run). A
+      // stream that broke before is a failure even if the others finish the run while this
+      // thread cleans up, and is counted and reported as one.
+      const bool ended_with_run = coordinator->done();
       const int64_t requeued = coordinator->ConsumerFailed(consumer_);
       stream->Cancel();
       feeder.join();
@@ -180,13 +184,14 @@ class RemoteLink {
       if (end.drained) {
         Notify(WorkerEvent::Kind::kDrained, drained_requeued, 0, std::string(failure.message()));
       }
-      if (Stopping() || coordinator->done() || !loader_->merge->failure().ok()) break;
+      if (Stopping() || ended_with_run || !loader_->merge->failure().ok()) break;
       if (IsDataError(failure, loader_->spec.options.on_error)) {
         loader_->merge->Fail(failure);
         break;
       }
       last_warning = std::string(failure.message());
       if (end.drained) {
+        if (coordinator->done()) break;
         // What it did not deliver is re-queued like a failed worker's, and it is reconnected
         // alike (a worker restarted on the same address is used again).
         loader_->Warn(absl::StrCat("worker ", connect_.address, " drained (", drained_requeued,
@@ -215,6 +220,7 @@ class RemoteLink {
                                    " samples re-queued; reconnecting): ", failure.message()));
         Notify(WorkerEvent::Kind::kFailed, requeued, 0, std::string(failure.message()));
       }
+      if (coordinator->done()) break;  // nothing left to reconnect for
       if (!Backoff(backoff)) break;
       backoff = std::min(backoff * 2, loader_->options.reconnect_max_s);
     }
