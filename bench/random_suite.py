@@ -42,6 +42,7 @@ usage:
       [--policies none,sluice,sluice,fastflow,oracle] [--work-dir W] [--data-dir D]
       [--results R]
   /usr/bin/python3 bench/random_suite.py table DIR [--results R] [--plot OUT.png]
+      [--reference EARLIER_RESULTS]
 Needs root for `calibrate` and `run` (the testbed).
 """
 
@@ -246,6 +247,29 @@ def rates(report):
     return out
 
 
+def from_reference(folders, name, r, oracle, fast):
+    """The oracle's and FastFlow's rates for a report that did not run them, from the report
+    of the same scenario in the first of `folders` (comma-separated) that has one, as
+    speed-ups over all-local carried to this run's all-local: rate_ref / none_ref * none_now.
+    A run's all-local moves with the machine and the build, and a ratio to the all-local
+    measured beside it moves less than a rate does."""
+    paths = [os.path.join(f, name + ".json") for f in folders.split(",") if f]
+    path = next((p for p in paths if os.path.exists(p)), "")
+    none_now = r.get("none", [None])[0]
+    if not os.path.exists(path) or not none_now:
+        return oracle, fast
+    ref = rates(json.load(open(path)))
+    none_ref = ref.get("none", [None])[0]
+    if not none_ref:
+        return oracle, fast
+    scale = none_now / none_ref
+    if "oracle" not in r and "oracle" in ref:
+        oracle = max(max(ref["oracle"]) * scale, none_now)
+    if "fastflow" not in r and "fastflow" in ref:
+        fast = ref["fastflow"][0] * scale
+    return oracle, fast
+
+
 def table(args):
     index = json.load(open(os.path.join(args.dir, "index.json")))
     rows, vs_oracle, vs_fastflow = [], [], []
@@ -265,6 +289,8 @@ def table(args):
         best = statistics.median(sluice) if sluice else None
         oracle = max(r.get("oracle", [0]) + r.get("none", [0])) or None
         fast = r.get("fastflow", [None])[0]
+        if args.reference and ("oracle" not in r or "fastflow" not in r):
+            oracle, fast = from_reference(args.reference, entry["name"], r, oracle, fast)
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:
@@ -330,6 +356,10 @@ def main():
     t.add_argument("dir")
     t.add_argument("--plot", default="")
     t.add_argument("--results", default="", help="folder of the reports (default: DIR)")
+    t.add_argument("--reference", default="",
+                   help="folders (comma-separated, first match wins) of earlier reports for the "
+                        "oracle and FastFlow where a report lacks them (carried over as "
+                        "speed-ups over all-local)")
     args = p.parse_args()
     {"calibrate": calibrate, "generate": generate, "run": run, "table": table}[args.command](args)
 
