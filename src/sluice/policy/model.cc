@@ -90,16 +90,17 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   const double suffix =
       after_batch ? 0 : costs.TrainerCpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;
   // Receiving costs per element (a sample, or a whole batch after batching) and per byte.
-  double per_element = after_batch ? costs.recv_cpu_s_per_sample /
-                                         std::max(1, p.consumer.batch_size)
-                                   : costs.recv_cpu_s_per_sample;
-  // A whole-process fit at one cut may be a cost per byte: carried to larger elements it is
-  // charged per byte, the larger of its two readings. Dividing it by the batch had made a
-  // 297 us fit at cut 4 cost 5 us a sample after batching, where receiving cost ~800.
-  if (costs.recv_fit_bytes_per_element > 0) {
-    per_element = std::max(per_element, costs.recv_cpu_s_per_sample * k.bytes_raw /
-                                            costs.recv_fit_bytes_per_element);
-  }
+  // A whole-process fit at an element-wise cut is the part left over once the bytes are
+  // charged at the per-byte rate (FitReceiveCost): per element, so after batching it is
+  // paid once per batch. Measured on the receive path (bench/receive_cost.py, the image
+  // pipeline): 140 us a sample at cut 4 (150 KB elements, the trainer's normalize and batch
+  // included) and 123 us after batching (602 KB a sample): about 55 us per element and 0.2
+  // ns per byte. Carried per byte instead (the larger of the two readings, as an earlier
+  // receive path had suggested), the 55 us had been charged as 220 us to each sample after
+  // batching, three times what it costs, and the after-batch cut lost ties it wins.
+  const double per_element = after_batch ? costs.recv_cpu_s_per_sample /
+                                               std::max(1, p.consumer.batch_size)
+                                         : costs.recv_cpu_s_per_sample;
   k.a_offload = suffix + per_element + k.bytes_raw * codec->trainer_cpu_s_per_byte;
   if (local_read) {
     k.a_offload +=

@@ -71,10 +71,9 @@ struct Costs {
   // (merge, accounting, message handling).
   double recv_cpu_s_per_sample = 0;
   // Where recv_cpu_s_per_sample was fitted on the whole process at an element-wise cut: the
-  // bytes per element received there. Such a fit cannot tell a cost per element from one
-  // per byte, so at a cut whose elements are larger the model charges the larger of the
-  // two readings (policy.md, rule 6). 0: not such a fit (a default, or fitted per element
-  // apart from the bytes).
+  // bytes per element received there (0: not such a fit). Kept with the fit for reports and
+  // the metric store; the model charges the fit per element and the bytes at the per-byte
+  // rate at every cut (policy.md, rule 6).
   double recv_fit_bytes_per_element = 0;
   double send_cpu_s_per_byte = 0;  // trainer CPU per raw byte streamed up (local_read)
   // A worker's CPU per byte it sends back (message framing, copies, socket writes), at speed
