@@ -156,6 +156,7 @@ bool Controller::MeasuredWorse(const Plan& plan) {
       all_local->rate.n >= options_.min_measured_periods) {
     local_now = all_local->rate.Mean();
   }
+  if (!plan.offload && local_lost_.has_value()) return true;
   for (const MeasuredLoss& lost : lost_to_local_) {
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
@@ -238,6 +239,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     trials_ = 0;
     checking_against_.reset();
     lost_to_local_.clear();
+    local_lost_.reset();
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
     tried_[current_].beliefs = before;
@@ -449,7 +451,8 @@ void Controller::Calibrate(const Measurement& m) {
                                kMinFactor, kMaxFactor);
 }
 
-void Controller::Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out) {
+void Controller::Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out,
+                        const Beliefs* reading_before) {
   const Profile eff = effective_profile();
   PlannerOptions po = options_.planner;
   if (plan_.offload) po.require_stall = false;
@@ -467,11 +470,19 @@ void Controller::Replan(double t, const std::string& why, bool must_adopt, Timel
   const Evaluation cur = PredictCurrent(eff);
   const double cur_rate = cur.feasible ? cur.predicted_samples_per_s : 0;
   if (!SamePlacement(next, plan_) && MeasuredWorse(next)) {
-    plan_.predicted_samples_per_s = cur_rate;
+    std::string dropped;
+    if (reading_before != nullptr) {
+      profile_ = reading_before->profile;
+      trainer_factor_ = reading_before->trainer_factor;
+      worker_factor_ = reading_before->worker_factor;
+      dropped = "; the reading is not kept";
+    }
+    const Evaluation now = PredictCurrent(effective_profile());
+    plan_.predicted_samples_per_s = now.feasible ? now.predicted_samples_per_s : 0;
     last_change_t_ = t;
     *out = Record(t, DecisionKind::kRecalibrate,
                   absl::StrCat(why, "; kept ", plan_.PolicyString(), ": the model's best, ",
-                               next.PolicyString(), ", already measured worse here"));
+                               next.PolicyString(), ", already measured worse here", dropped));
     return;
   }
   const bool better = next.predicted_samples_per_s > cur_rate * (1 + options_.switch_margin);
@@ -536,7 +547,7 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
   Replan(t_s,
          absl::StrCat("receiving, measured on the whole trainer process, costs ",
                       absl::StrJoin(what, " and ")),
-         /*must_adopt=*/false, &out);
+         /*must_adopt=*/false, &out, &before);
   NoteDecision(was, before, out);
   return out;
 }
@@ -644,6 +655,7 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
                                against.PolicyString(), ": all-local stays"));
   }
   ForgetLosses(against);
+  local_lost_ = LossOf(against, offload_rate, local_rate);
   const Beliefs restore = offload->beliefs;
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;

@@ -231,7 +231,12 @@ class Controller {
   TimelineEntry Record(double t, DecisionKind kind, std::string reason);
   std::optional<std::string> AbsorbWorldChanges(const Measurement& m);
   void AbsorbFreshCosts(const Measurement& m);
-  void Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out);
+  // `reading_before` (optional): the beliefs before the reading that led to this re-plan. If
+  // the model's best plan under the reading was already measured worse here, the reading is
+  // contradicted by the rates and is not kept: the beliefs go back to these (as a rollback
+  // drops the reading that led to a worse plan), so it is neither planned with nor saved.
+  void Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out,
+              const Beliefs* reading_before = nullptr);
   Evaluation PredictCurrent(const Profile& profile) const;
   void Calibrate(const Measurement& m);
   // Whether the trainer used (about) all of its CPU budget over the measured period.
@@ -264,6 +269,11 @@ class Controller {
   // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
   // workers and budgets (Remember), oldest first.
   std::vector<MeasuredLoss> lost_to_local_;
+  // The other way round: an all-local check measured an offloading plan faster than
+  // all-local (its rate, and all-local's). Until the world changes, a re-plan to all-local
+  // (a recalibration that makes offloading look worthless, say) is a move to a plan measured
+  // worse here: a reading of the model does not outvote a measurement of the rates.
+  std::optional<MeasuredLoss> local_lost_;
   MeasuredLoss LossOf(const Plan& plan, double measured, double local) const;
   // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
   void ForgetLosses(const Plan& plan);
