@@ -532,7 +532,8 @@ TEST(ControllerTest, TheStartUpAllLocalRateIsALowerBoundNotEvidenceAgainstAllLoc
 // (the stall while not offloading would otherwise re-plan it every cool-down).
 // The first plan, measured 1% over all-local's reference (the larger of the start-up reading
 // and the model's prediction) with a 30% stall, until all-local's check; all-local then
-// measures 5% over it. The decisions, their times and the reference, for the tests to check.
+// measures 5% over it (or, RunTheAllLocalCheck, what a test says). The decisions, their times
+// and the reference, for the tests to check.
 struct LostCheck {
   Plan offload;
   double reference = 0;
@@ -541,7 +542,8 @@ struct LostCheck {
   TimelineEntry rollback;
   int t = 0;  // the rollback's
 };
-LostCheck LoseTheAllLocalCheck(Controller& c) {
+// The check with all-local measuring `local` times the reference.
+LostCheck RunTheAllLocalCheck(Controller& c, double local) {
   LostCheck l;
   c.Start(0, 555);
   l.offload = c.plan();
@@ -550,10 +552,11 @@ LostCheck LoseTheAllLocalCheck(Controller& c) {
   l.trial = UntilDecision(c, &t, 20, 1.01 * l.reference, 0.3);
   l.trial_t = t;
   ++t;
-  l.rollback = UntilDecision(c, &t, 30, 1.05 * l.reference, 0.3);
+  l.rollback = UntilDecision(c, &t, 30, local * l.reference, 0.3);
   l.t = t;
   return l;
 }
+LostCheck LoseTheAllLocalCheck(Controller& c) { return RunTheAllLocalCheck(c, 1.05); }
 
 TEST(ControllerTest, AnOffloadNotClearlyOverAllLocalIsCheckedAndLosesToIt) {
   Controller c(StandardProfile());
@@ -636,18 +639,13 @@ TEST(ControllerTest, ALossFromAnEarlierRunWithTheseWorkersIsNotTheStart) {
 // ... and one that measures over all-local's steady rate goes back to offloading, once.
 TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  const Plan offload = c.plan();
-  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
-  int t = 1;
-  for (; t <= 5; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * reference));
-  ASSERT_FALSE(c.plan().offload);
-  const TimelineEntry e = UntilDecision(c, &t, 30, 0.95 * reference, 0.3);
-  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
-  EXPECT_THAT(e.reason, HasSubstr("back to it"));
-  EXPECT_TRUE(SamePlacement(c.plan(), offload));
+  const LostCheck w = RunTheAllLocalCheck(c, 0.95);  // all-local measures under the offload
+  ASSERT_EQ(w.trial.kind, DecisionKind::kTrial) << w.trial.reason;
+  ASSERT_EQ(w.rollback.kind, DecisionKind::kRollback) << w.rollback.reason;
+  EXPECT_THAT(w.rollback.reason, HasSubstr("back to it"));
+  EXPECT_TRUE(SamePlacement(c.plan(), w.offload));
   // All-local is now measured in steady state: no second check.
-  for (++t; t < 60; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * reference));
+  for (int t = w.t + 1; t < 60; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * w.reference));
   EXPECT_EQ(Count(c, DecisionKind::kTrial), 1);
   EXPECT_TRUE(c.plan().offload);
 }
@@ -659,17 +657,12 @@ TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
 // the metric store kept the reading for the next run.)
 TEST(ControllerTest, AllLocalThatLostTheCheckIsNotReplannedOnAReading) {
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  const Plan offload = c.plan();
-  const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
-  int t = 1;
-  for (; t <= 5; ++t) c.Observe(OnPlan(c, t, 0.3, 1.01 * reference));
-  ASSERT_FALSE(c.plan().offload);
-  const TimelineEntry won = UntilDecision(c, &t, 30, 0.95 * reference, 0.3);
-  ASSERT_EQ(won.kind, DecisionKind::kRollback) << won.reason;
-  ASSERT_TRUE(SamePlacement(c.plan(), offload));
+  const LostCheck w = RunTheAllLocalCheck(c, 0.95);
+  ASSERT_EQ(w.trial.kind, DecisionKind::kTrial) << w.trial.reason;
+  ASSERT_EQ(w.rollback.kind, DecisionKind::kRollback) << w.rollback.reason;
+  ASSERT_TRUE(SamePlacement(c.plan(), w.offload));
   // 2 ms per element and 20 ns per byte: more than a sample costs here at every cut.
-  const TimelineEntry e = c.RecalibrateReceive(t + 1, 2e-3, 20e-9);
+  const TimelineEntry e = c.RecalibrateReceive(w.t + 1, 2e-3, 20e-9);
   EXPECT_EQ(e.kind, DecisionKind::kRecalibrate);
   EXPECT_TRUE(c.plan().offload) << e.reason;
   EXPECT_THAT(e.reason, HasSubstr("already measured worse here"));
