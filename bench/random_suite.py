@@ -287,7 +287,8 @@ def table(args):
         plan_times += [t for t, _ in runs if t is not None]
         sluice = r.get("sluice", [])
         best = statistics.median(sluice) if sluice else None
-        oracle = max(r.get("oracle", [0]) + r.get("none", [0])) or None
+        # The oracle's sweep includes all-local; without a sweep there is no oracle.
+        oracle = max(r["oracle"] + r.get("none", [0])) if "oracle" in r else None
         fast = r.get("fastflow", [None])[0]
         if args.reference and ("oracle" not in r or "fastflow" not in r):
             oracle, fast = from_reference(args.reference, entry["name"], r, oracle, fast)
