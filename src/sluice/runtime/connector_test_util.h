@@ -44,7 +44,8 @@ inline Fault Refuse(Status why) {
 // The real gRPC connector with faults where a test puts them: each open asks `plan` (by the
 // open's number, from 0) what to do to that session. The stream it returns wraps the real
 // one, so the worker, the wire and the samples are real; only the moment of the fault is the
-// test's. Records opens and stream ends, which tests wait on instead of on time.
+// test's. Counts the opens, the streams opened and the chunks that streams after the first
+// delivered: what tests wait on instead of on time.
 class FaultyConnector final : public rpc::Connector {
  public:
   // `probe_plan` (optional): the status each probe (by number, from 0) fails with; OK: the
