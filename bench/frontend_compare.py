@@ -27,6 +27,7 @@ usage: /usr/bin/python3 bench/frontend_compare.py --sluice build/bin/sluice
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -115,6 +116,10 @@ def main():
                                        args.data_dir)
             print(f"{name} oracle: {oracle_plan} ({swept:.0f} samples/s in the sweep)",
                   flush=True)
+        for frontend in ("cli", "python"):
+            # The first repeat must plan cold: no metric store left by an earlier invocation.
+            shutil.rmtree(os.path.join(args.work_dir, files[frontend], "metric-store"),
+                          ignore_errors=True)
         for r in range(args.repeats):
             for frontend in ("cli", "python"):
                 work = os.path.join(args.work_dir, files[frontend])
