@@ -156,7 +156,7 @@ bool Controller::MeasuredWorse(const Plan& plan) {
       all_local->rate.n >= options_.min_measured_periods) {
     local_now = all_local->rate.Mean();
   }
-  if (!plan.offload && local_lost_.has_value()) return true;
+  if (!plan.offload && local_lost_check_) return true;
   for (const MeasuredLoss& lost : lost_to_local_) {
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
@@ -239,7 +239,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     trials_ = 0;
     checking_against_.reset();
     lost_to_local_.clear();
-    local_lost_.reset();
+    local_lost_check_ = false;
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
     tried_[current_].beliefs = before;
@@ -655,7 +655,7 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
                                against.PolicyString(), ": all-local stays"));
   }
   ForgetLosses(against);
-  local_lost_ = LossOf(against, offload_rate, local_rate);
+  local_lost_check_ = true;
   const Beliefs restore = offload->beliefs;
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;

@@ -270,10 +270,10 @@ class Controller {
   // workers and budgets (Remember), oldest first.
   std::vector<MeasuredLoss> lost_to_local_;
   // The other way round: an all-local check measured an offloading plan faster than
-  // all-local (its rate, and all-local's). Until the world changes, a re-plan to all-local
+  // all-local. Until the world changes, a re-plan to all-local
   // (a recalibration that makes offloading look worthless, say) is a move to a plan measured
   // worse here: a reading of the model does not outvote a measurement of the rates.
-  std::optional<MeasuredLoss> local_lost_;
+  bool local_lost_check_ = false;
   MeasuredLoss LossOf(const Plan& plan, double measured, double local) const;
   // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
   void ForgetLosses(const Plan& plan);
