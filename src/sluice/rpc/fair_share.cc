@@ -6,17 +6,39 @@ namespace sluice::rpc {
 
 void FairShare::Add(uint64_t id, double weight, uint64_t group) {
   Client& c = clients_[id];
+  c.removed = false;
   c.weight = weight > 0 ? weight : 1;
   c.group = group;
   c.vtime = std::max(c.vtime, clock_);
 }
 
-void FairShare::Remove(uint64_t id) { clients_.erase(id); }
+void FairShare::Remove(uint64_t id, int64_t now_ns) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  Client& c = it->second;
+  if (!Active(c, now_ns)) {
+    clients_.erase(it);
+  } else {
+    // Active until now; its tasks still queued are dropped by the caller.
+    c.removed = true;
+    c.waiting = 0;
+    c.serving = 0;
+    c.last_ns = now_ns;
+  }
+  Prune(now_ns);
+}
+
+void FairShare::Prune(int64_t now_ns) {
+  std::erase_if(clients_, [&](const auto& entry) {
+    return entry.second.removed && !Active(entry.second, now_ns);
+  });
+}
 
 void FairShare::Wait(uint64_t id, int64_t now_ns) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
   Client& c = it->second;
+  if (c.removed) return;
   if (c.waiting == 0 && c.serving == 0 && !Active(c, now_ns)) c.vtime = std::max(c.vtime, clock_);
   ++c.waiting;
 }
@@ -42,6 +64,7 @@ void FairShare::Charge(uint64_t id, int64_t cpu_ns, int64_t now_ns) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
   Client& c = it->second;
+  if (c.removed) return;
   c.vtime += std::max<int64_t>(0, cpu_ns) / 1e9 / c.weight;
   if (c.serving > 0) --c.serving;
   c.last_ns = now_ns;
@@ -51,25 +74,32 @@ bool FairShare::Active(const Client& c, int64_t now_ns) const {
   return c.waiting > 0 || c.serving > 0 || (c.last_ns >= 0 && now_ns - c.last_ns <= window_ns_);
 }
 
-double FairShare::ActiveWeight(int64_t now_ns, uint64_t exclude_group) const {
+double FairShare::PartyWeights(int64_t now_ns, uint64_t skip_id, uint64_t skip_group) const {
   double total = 0;
+  std::map<uint64_t, double> groups;  // group -> the largest weight of its active clients
   for (const auto& [id, c] : clients_) {
-    if (Active(c, now_ns) && (exclude_group == 0 || c.group != exclude_group)) total += c.weight;
+    if (id == skip_id || !Active(c, now_ns)) continue;
+    if (c.group == 0) {
+      total += c.weight;
+    } else if (c.group != skip_group) {
+      double& w = groups[c.group];
+      w = std::max(w, c.weight);
+    }
   }
+  for (const auto& [group, w] : groups) total += w;
   return total;
+}
+
+double FairShare::ActiveWeight(int64_t now_ns, uint64_t exclude_group) const {
+  return PartyWeights(now_ns, /*skip_id=*/0, exclude_group);
 }
 
 double FairShare::Share(uint64_t id, double budget, int64_t now_ns) const {
   auto it = clients_.find(id);
-  if (it == clients_.end()) return 0;
+  if (it == clients_.end() || it->second.removed) return 0;
   const Client& me = it->second;
-  double total = me.weight;  // itself, active or not, and the active clients of other groups
-  for (const auto& [other_id, c] : clients_) {
-    if (other_id == id || !Active(c, now_ns)) continue;
-    if (me.group != 0 && c.group == me.group) continue;
-    total += c.weight;
-  }
-  return budget * me.weight / total;
+  // Itself, active or not, in place of its party; and the other active parties.
+  return budget * me.weight / (me.weight + PartyWeights(now_ns, id, me.group));
 }
 
 int FairShare::waiting(uint64_t id) const {

@@ -9,12 +9,20 @@
 // later starve the others.
 //
 // The CPU a client is entitled to (`Share`) is the worker's budget times its weight over the
-// weights of the active clients: those waiting, being served, or served within the activity
-// window (a client that paused for less than the window still counts, so a trainer's
-// share does not jump between its batches). A newcomer of weight w would get budget * w /
-// (ActiveWeight + w) (runtime::EntitledCpu computes that on the trainer). Clients of one group (the sessions of one
-// trainer process: a plan switch opens new ones while the old close) do not count against
-// each other in the shares.
+// weights of the active parties. A party is a group (the sessions of one trainer process;
+// group 0: each client is a party of its own) and weighs the largest weight of its active
+// clients, so a trainer counts once however many sessions it has open (a plan switch opens
+// new ones while the old close; a replaced stream's session may outlive it a moment). A
+// client is active while waiting, being served, or served within the activity window (a
+// client that paused for less than the window still counts, so a trainer's share does not
+// jump between its batches). A newcomer of weight w would get budget * w / (ActiveWeight +
+// w) (runtime::EntitledCpu computes that on the trainer).
+//
+// A client that leaves (`Remove`) while active still counts, in its party, for the rest of
+// its activity window: a plan switch closes a trainer's sessions and opens new ones, and for
+// that gap the other trainers must not be told that the CPU is theirs (they would re-plan on
+// a share lasting a fraction of a second, and their own switch would then do the same to
+// this trainer, back and forth).
 //
 // Pure and clock-injected: callers pass the time; every decision is a table test
 // (fair_share_test.cc). Not thread-safe: the worker service calls it under its lock.
@@ -35,7 +43,8 @@ class FairShare {
   // A client joins with `weight` (REQUIRES: weight > 0), in `group` (0: a group of its own).
   // Re-adding an id replaces its weight and group.
   void Add(uint64_t id, double weight, uint64_t group = 0);
-  void Remove(uint64_t id);
+  // The client leaves; it is never served again. An active one lingers in the shares (above).
+  void Remove(uint64_t id, int64_t now_ns);
 
   // The client has one more task waiting for a thread.
   void Wait(uint64_t id, int64_t now_ns);
@@ -45,10 +54,11 @@ class FairShare {
   // The task taken by Next used `cpu_ns` of CPU; the client is no longer being served.
   void Charge(uint64_t id, int64_t cpu_ns, int64_t now_ns);
 
-  // CPUs of `budget` the client is entitled to now (its weight over the active weights; its
-  // own counted even if it is idle). 0 for an unknown id.
+  // CPUs of `budget` the client is entitled to now (its weight over the active parties'
+  // weights; its own counted even if it is idle, in place of its party's). 0 for an unknown
+  // or removed id.
   double Share(uint64_t id, double budget, int64_t now_ns) const;
-  // The weights of the active clients, but for those of `exclude_group` (0: none left out).
+  // The weights of the active parties, but for `exclude_group`'s (0: none left out).
   double ActiveWeight(int64_t now_ns, uint64_t exclude_group = 0) const;
 
   int waiting(uint64_t id) const;
@@ -61,8 +71,14 @@ class FairShare {
     int waiting = 0;        // tasks waiting for a thread
     int serving = 0;        // tasks taken by Next and not yet charged
     int64_t last_ns = -1;   // when it was last served or charged; -1: never
+    bool removed = false;   // left, and lingers for its activity window
   };
   bool Active(const Client& c, int64_t now_ns) const;
+  // The active parties' weights, leaving out client `skip_id` and group `skip_group` (0:
+  // none).
+  double PartyWeights(int64_t now_ns, uint64_t skip_id, uint64_t skip_group) const;
+  // Forgets the removed clients whose window has passed.
+  void Prune(int64_t now_ns);
 
   int64_t window_ns_;
   std::map<uint64_t, Client> clients_;

@@ -104,7 +104,7 @@ TEST(FairShareTest, TheShareIsTheBudgetOverTheActiveWeights) {
   f.Wait(1, 2 * kMs);
   EXPECT_DOUBLE_EQ(f.Share(1, 2.0, 50 * kMs), 0.5);
   EXPECT_DOUBLE_EQ(f.Share(1, 2.0, 200 * kMs), 2.0);
-  f.Remove(1);
+  f.Remove(1, 200 * kMs);
   EXPECT_EQ(f.Share(1, 2.0, 200 * kMs), 0);
 }
 
@@ -118,13 +118,70 @@ TEST(FairShareTest, ClientsOfOneGroupDoNotCountAgainstEachOther) {
   f.Wait(2, 0);
   EXPECT_DOUBLE_EQ(f.Share(1, 1.0, 0), 1.0);
   EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 0), 1.0);
-  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 2);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 1);  // one party
   EXPECT_DOUBLE_EQ(f.ActiveWeight(0, /*exclude_group=*/7), 0);
   f.Add(3, 1, /*group=*/9);
   f.Wait(3, 0);
   EXPECT_DOUBLE_EQ(f.Share(1, 1.0, 0), 0.5);
-  EXPECT_DOUBLE_EQ(f.Share(3, 1.0, 0), 1.0 / 3);  // two sessions of group 7 against it
+  EXPECT_DOUBLE_EQ(f.Share(3, 1.0, 0), 0.5);  // group 7's two sessions count as one trainer
   EXPECT_DOUBLE_EQ(f.ActiveWeight(0, 7), 1);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 2);
+  // A party weighs its heaviest active session; clients without a group each count.
+  f.Add(2, 3, /*group=*/7);
+  f.Add(4, 1);
+  f.Add(5, 1);
+  f.Wait(4, 0);
+  f.Wait(5, 0);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(0), 3 + 1 + 1 + 1);
+  EXPECT_DOUBLE_EQ(f.Share(3, 6.0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(f.Share(1, 6.0, 0), 6.0 * 1 / (1 + 1 + 1 + 1));  // in place of its party
 }
+
+// A plan switch closes a trainer's session and opens its next one a moment later: for that
+// gap the other trainer's share does not jump to the whole worker.
+TEST(FairShareTest, ASessionClosedByItsTrainersPlanSwitchKeepsItsShareUntilTheNextOneRuns) {
+  FairShare f(100 * kMs);
+  f.Add(1, 1, /*group=*/7);  // trainer A
+  f.Add(2, 1, /*group=*/9);  // trainer B
+  f.Wait(1, 0);
+  f.Wait(2, 0);
+  ASSERT_EQ(f.Next(0), 1u);
+  f.Charge(1, kMs, kMs);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 2 * kMs), 0.5);
+  f.Remove(1, 2 * kMs);  // A re-plans: its session closes
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 3 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(3 * kMs, /*exclude_group=*/9), 1);
+  EXPECT_EQ(f.Share(1, 1.0, 3 * kMs), 0);  // it is gone for itself
+  EXPECT_EQ(f.Next(3 * kMs), 2u);          // and never served again
+  f.Charge(2, kMs, 4 * kMs);
+  f.Add(3, 1, /*group=*/7);  // A's next session: counted once it has work, in place of the old
+  f.Wait(3, 5 * kMs);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 5 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(f.Share(3, 1.0, 5 * kMs), 0.5);
+}
+
+// A trainer that leaves for good gives its share back when its activity window has passed.
+TEST(FairShareTest, ASessionThatLeavesForGoodGivesItsShareBackAfterTheWindow) {
+  FairShare f(100 * kMs);
+  f.Add(1, 1, /*group=*/7);
+  f.Add(2, 1, /*group=*/9);
+  f.Wait(1, 0);
+  f.Wait(2, 0);
+  f.Remove(1, 10 * kMs);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 10 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 109 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 111 * kMs), 1.0);
+  // A session that was idle past its window when it closed is forgotten at once.
+  f.Add(4, 1, /*group=*/5);
+  f.Remove(4, 200 * kMs);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 200 * kMs), 1.0);
+  // And one removed without a group lingers the same way.
+  f.Add(6, 1);
+  f.Wait(6, 300 * kMs);
+  f.Remove(6, 300 * kMs);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 350 * kMs), 0.5);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 401 * kMs), 1.0);
+}
+
 }  // namespace
 }  // namespace sluice::rpc

@@ -88,7 +88,7 @@ struct WorkerSession::Shared {
   }
   // The session leaves the scheduler (its slot is given back).
   void Retire(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    fair.Remove(id);
+    fair.Remove(id, Now());
     by_id.erase(id);
   }
 };

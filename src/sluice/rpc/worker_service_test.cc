@@ -357,7 +357,7 @@ TEST_F(WorkerServiceTest, EachSessionIsToldItsShareOfTheCpu) {
   EXPECT_DOUBLE_EQ((*a)->cpu_share(), budget);
 
   // Two sessions of one trainer process (a plan switch) do not halve each other's share, and
-  // its GetInfo leaves them out; another process sees them.
+  // its GetInfo leaves them out; another process sees them as one trainer.
   OpenRequest mine = Request(2);
   mine.client_id = 42;
   auto c = service.OpenSession(mine);
@@ -370,7 +370,23 @@ TEST_F(WorkerServiceTest, EachSessionIsToldItsShareOfTheCpu) {
   EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget);  // not halved by d (a is idle past the window)
   EXPECT_DOUBLE_EQ((*d)->cpu_share(), budget);
   EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/42).active_session_weight, 0);
-  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/43).active_session_weight, 2);
+  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/43).active_session_weight, 1);
+  (*d)->Cancel();  // the switch ends: d closes while c goes on
+  // Another trainer's session closes while active (its plan switch): until its activity
+  // window has passed, c is not told that the whole worker is its own.
+  OpenRequest theirs = Request(2);
+  theirs.client_id = 7;
+  auto e = service.OpenSession(theirs);
+  ASSERT_TRUE(e.ok());
+  SendEpoch(**e, ReadMode::kRemoteRead);
+  Drain(**e);
+  EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget / 2);
+  (*e)->Cancel();
+  EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget / 2);
+  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/42).active_session_weight, 1);
+  now += static_cast<int64_t>((kActivityWindowS + 1) * 1e9);
+  EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget);
+  EXPECT_EQ(service.Info(/*client_id=*/42).active_session_weight, 0);
 }
 
 TEST_F(WorkerServiceTest, RefusesASessionWeightOutOfRange) {

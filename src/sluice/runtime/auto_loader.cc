@@ -50,6 +50,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
   a->last_worker_samples_.assign(n, 0);
   a->last_worker_failures_.assign(n, 0);
   a->last_worker_drains_.assign(n, 0);
+  a->last_share_.assign(n, 0);
   a->listed_.assign(n, true);
   if (n > 0) {
     // The links are timed before the pipeline starts. Timed beside it, a reading was the
@@ -306,10 +307,11 @@ Status AutoLoader::Observe(int64_t now_ns) {
     policy::WorkerMeasurement wm;
     wm.address = options_.workers[i].address;
     // What it may give this trainer: as its session reports (the worker's CPU divided between
-    // the trainers it serves), else as its probe said.
+    // the trainers it serves), else as last reported (last_share_), else as its probe said.
     wm.cpu_budget = probes_[i].has_value()
                         ? EntitledCpu(probes_[i]->info, options_.base.session_weight)
                         : 0;
+    if (last_share_[i] > 0) wm.cpu_budget = last_share_[i];
     const WorkerReport* in_loader = nullptr;
     for (const WorkerReport& w : r.workers) {
       if (w.address == wm.address) in_loader = &w;
@@ -334,7 +336,7 @@ Status AutoLoader::Observe(int64_t now_ns) {
           period > 0 ? (in_loader->samples - last_worker_samples_[i]) / period : 0;
       last_worker_samples_[i] = in_loader->samples;
       wm.ops = OpCostsOf(in_loader->metrics);
-      if (in_loader->cpu_share > 0) wm.cpu_budget = in_loader->cpu_share;
+      if (in_loader->cpu_share > 0) wm.cpu_budget = last_share_[i] = in_loader->cpu_share;
     }
     if (!listed_[i]) {
       // No longer listed under its name: it leaves the plan as a draining worker does.
@@ -402,9 +404,11 @@ void AutoLoader::Reprobe(int64_t now_ns) {
           probes_[i]->info.cpu_budget = reprobes_[i]->info.cpu_budget;
           probes_[i]->info.active_session_weight = reprobes_[i]->info.active_session_weight;
         }
+        last_share_[i] = EntitledCpu(reprobes_[i]->info, options_.base.session_weight);
         continue;
       }
       probes_[i] = reprobes_[i];
+      last_share_[i] = 0;  // the fresh probe's figure holds
       reachable_[i] = true;
       Log(absl::StrCat("worker ", options_.workers[i].address, " answers again"));
     }
@@ -483,6 +487,7 @@ void AutoLoader::TakeWorkerSet(const std::vector<rpc::ConnectOptions>& current) 
     last_worker_samples_.push_back(0);
     last_worker_failures_.push_back(0);
     last_worker_drains_.push_back(0);
+    last_share_.push_back(0);
   }
 }
 

@@ -264,6 +264,11 @@ class AutoLoader final : public BatchSource {
   std::vector<int64_t> last_worker_samples_;  // per configured worker, at the last observe
   std::vector<int64_t> last_worker_failures_;  // the same, broken or drained streams
   std::vector<int64_t> last_worker_drains_;    // the same, drained streams
+  // Per worker: the CPU this trainer is entitled to there as last reported, by a session's
+  // metrics or by a re-probe (0: none yet, the first probe's figure holds). Kept across
+  // plan switches: a new Loader's sessions report their first share about a second after
+  // they open, and the first probe's figure may date from before the other trainers came.
+  std::vector<double> last_share_;
 };
 
 }  // namespace sluice::runtime
