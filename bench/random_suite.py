@@ -40,9 +40,13 @@ usage:
   /usr/bin/python3 bench/random_suite.py generate --n 24 --seed 1 --out DIR
   /usr/bin/python3 bench/random_suite.py run DIR --sluice build/bin/sluice [--only NAME,...]
       [--policies none,sluice,sluice,fastflow,oracle] [--work-dir W] [--data-dir D]
-      [--results R]
+      [--results R] [--oracle-plan-from SWEPT_RESULTS --repeats N]
   /usr/bin/python3 bench/random_suite.py table DIR [--results R] [--plot OUT.png]
-      [--reference EARLIER_RESULTS]
+      [--reference EARLIER_RESULTS [--beside]]
+The oracle's sweep takes minutes a scenario. `run --oracle-plan-from` runs the plan that won
+an earlier sweep beside `none` and `sluice` instead, all of them `--repeats` times
+interleaved, and `table --beside` judges sluice against the median of those runs: a ratio
+measured in the same minutes, not against a rate carried from another run.
 Needs root for `calibrate` and `run` (the testbed).
 """
 
@@ -214,8 +218,18 @@ def run(args):
         work = os.path.join(args.work_dir, entry["name"])
         # The first sluice run must plan cold: no metric store left by an earlier attempt.
         shutil.rmtree(os.path.join(work, "metric-store"), ignore_errors=True)
+        policies = args.policies
+        if args.oracle_plan_from:
+            plan = oracle_plan(args.oracle_plan_from, entry["name"])
+            if plan is None:
+                print(f"random_suite: {entry['name']}: no oracle sweep in "
+                      f"{args.oracle_plan_from}: skipped", file=sys.stderr)
+                continue
+            if plan != "none":
+                policies += "," + plan
+        policies = ",".join([policies] * args.repeats)
         cmd = [args.sluice, "bench", os.path.join(args.dir, entry["file"]),
-               "--policies", args.policies, "--json", report, "--work-dir", work,
+               "--policies", policies, "--json", report, "--work-dir", work,
                "--run-timeout", str(args.run_timeout)]
         if args.data_dir:
             cmd += ["--data-dir", args.data_dir]
@@ -224,6 +238,27 @@ def run(args):
         if done.returncode != 0:
             print(f"random_suite: {entry['name']}: sluice bench exited {done.returncode}",
                   file=sys.stderr)
+
+
+def oracle_plan(folders, name):
+    """The plan that won the oracle's sweep of scenario `name` in the first of `folders`
+    (comma-separated) that swept it, as a `fixed:` policy ("none" when all-local won); None
+    without a sweep. Run beside `none` and `sluice`, it judges them against the same machine
+    minute: a rate carried from another run moves with that run's machine (job-m's all-local
+    rate moved by up to 40% between runs)."""
+    for folder in [f for f in folders.split(",") if f]:
+        path = os.path.join(folder, name + ".json")
+        if not os.path.exists(path):
+            continue
+        policies = json.load(open(path)).get("policies", {})
+        sweep = (policies.get("oracle") or {}).get("sweep") or []
+        runs = [s for s in sweep if s.get("samples_per_s")]
+        if not runs:
+            continue
+        best = max(runs, key=lambda s: s["samples_per_s"])
+        none = (policies.get("none") or {}).get("samples_per_s") or 0
+        return best["policy_arg"] if best["samples_per_s"] > none else "none"
+    return None
 
 
 def sluice_runs(report):
@@ -287,11 +322,23 @@ def table(args):
         plan_times += [t for t, _ in runs if t is not None]
         sluice = r.get("sluice", [])
         best = statistics.median(sluice) if sluice else None
-        # The oracle's sweep includes all-local; without a sweep there is no oracle.
+        none = statistics.median(r["none"]) if "none" in r else None
+        # The oracle's sweep includes all-local; without a sweep there is no oracle. Its
+        # winning plan run beside the others (`run --oracle-plan-from`): the median of those
+        # runs, or all-local's where that is higher.
         oracle = max(r["oracle"] + r.get("none", [0])) if "oracle" in r else None
+        beside = "fixed" in r and "oracle" not in r
+        if beside:
+            oracle = max(statistics.median(r["fixed"]), none or 0)
+        elif args.beside and none and "oracle" not in r and oracle_plan(args.reference, entry["name"]) == "none":
+            oracle, beside = none, True  # all-local won the sweep: run beside as `none`
         fast = r.get("fastflow", [None])[0]
         if args.reference and ("oracle" not in r or "fastflow" not in r):
-            oracle, fast = from_reference(args.reference, entry["name"], r, oracle, fast)
+            carried_oracle, fast = from_reference(args.reference, entry["name"],
+                                                  {**r, "none": [none]} if none else r,
+                                                  oracle, fast)
+            if not beside:
+                oracle = carried_oracle
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:
@@ -300,7 +347,7 @@ def table(args):
             vs_fastflow.append(sf)
         fmt = lambda v: f"{v:.0f}" if v else "-"
         print(f"| {entry['name']} | {100 * entry['target_stall']:.0f}% | "
-              f"{fmt(r.get('none', [None])[0])} | {' / '.join(fmt(v) for v in sluice) or '-'} | "
+              f"{fmt(none)} | {' / '.join(fmt(v) for v in sluice) or '-'} | "
               f"{fmt(fast)} | {fmt(oracle)} | {so and f'{so:.2f}' or '-'} | "
               f"{sf and f'{sf:.2f}' or '-'} | "
               f"{' / '.join(f'{t:.1f}' for t, _ in runs if t is not None) or '-'} | "
@@ -353,6 +400,13 @@ def main():
     r.add_argument("--data-dir", default="")
     r.add_argument("--run-timeout", type=int, default=300)
     r.add_argument("--results", default="", help="folder for the reports (default: DIR)")
+    r.add_argument("--oracle-plan-from", default="",
+                   help="folders (comma-separated, first match wins) of reports with the "
+                        "oracle's sweep: its winning plan runs beside the policies, as a "
+                        "fixed plan")
+    r.add_argument("--repeats", type=int, default=1,
+                   help="run the policies (and the oracle's plan) this many times, "
+                        "interleaved; the table takes medians")
     t = sub.add_parser("table")
     t.add_argument("dir")
     t.add_argument("--plot", default="")
@@ -361,6 +415,10 @@ def main():
                    help="folders (comma-separated, first match wins) of earlier reports for the "
                         "oracle and FastFlow where a report lacks them (carried over as "
                         "speed-ups over all-local)")
+    t.add_argument("--beside", action="store_true",
+                   help="the reports ran the oracle's plan beside (run --oracle-plan-from "
+                        "with the --reference folders): where all-local won the sweep, "
+                        "all-local's median is the oracle's rate")
     args = p.parse_args()
     {"calibrate": calibrate, "generate": generate, "run": run, "table": table}[args.command](args)
 
