@@ -227,6 +227,10 @@ def run(args):
                 continue
             if plan != "none":
                 policies += "," + plan
+        if args.fastflow_plan_from:
+            plan = fastflow_plan(args.fastflow_plan_from, entry["name"])
+            if plan and plan != "none":
+                policies += "," + plan
         policies = ",".join([policies] * args.repeats)
         cmd = [args.sluice, "bench", os.path.join(args.dir, entry["file"]),
                "--policies", policies, "--json", report, "--work-dir", work,
@@ -261,6 +265,27 @@ def oracle_plan(folders, name):
     return None
 
 
+def fastflow_plan(folders, name):
+    """The plan FastFlow chose for scenario `name` in the first of `folders` that ran it, as
+    a `fixed:` policy ("none" when it offloaded nothing); None where it did not run."""
+    for folder in [f for f in folders.split(",") if f]:
+        path = os.path.join(folder, name + ".json")
+        if not os.path.exists(path):
+            continue
+        fast = json.load(open(path)).get("policies", {}).get("fastflow")
+        if not fast or not fast.get("samples_per_s"):
+            continue
+        plan = fast.get("plan") or {}
+        return plan.get("policy_string") if plan.get("offload") else "none"
+    return None
+
+
+def plan_rates(report, plan):
+    """The rates of the runs of fixed plan `plan` (a policy string) in a report."""
+    return [result["samples_per_s"] for key, result in report.get("policies", {}).items()
+            if key.split("#")[0] == plan and result.get("samples_per_s")]
+
+
 def sluice_runs(report):
     """Each sluice run's (time to plan, plan ran longest or last) in order."""
     out = []
@@ -278,7 +303,9 @@ def rates(report):
     for key, result in report.get("policies", {}).items():
         rate = result.get("samples_per_s")
         if rate:
-            out.setdefault(key.split("#")[0], []).append(rate)
+            name = key.split("#")[0]
+            # A fixed plan (the oracle's, run beside) is keyed by its policy string.
+            out.setdefault("fixed" if name.startswith("fixed:") else name, []).append(rate)
     return out
 
 
@@ -327,11 +354,20 @@ def table(args):
         # winning plan run beside the others (`run --oracle-plan-from`): the median of those
         # runs, or all-local's where that is higher.
         oracle = max(r["oracle"] + r.get("none", [0])) if "oracle" in r else None
-        beside = "fixed" in r and "oracle" not in r
-        if beside:
-            oracle = max(statistics.median(r["fixed"]), none or 0)
-        elif args.beside and none and "oracle" not in r and oracle_plan(args.reference, entry["name"]) == "none":
-            oracle, beside = none, True  # all-local won the sweep: run beside as `none`
+        beside = False
+        fast_beside = None
+        if args.beside and "oracle" not in r and none:
+            plan = oracle_plan(args.reference, entry["name"])
+            oruns = plan_rates(report, plan) if plan and plan != "none" else []
+            if plan == "none" or oruns:
+                # All-local won the sweep, or the winner's median beside, if higher.
+                oracle, beside = max(statistics.median(oruns) if oruns else 0, none), True
+            fplan = fastflow_plan(args.reference, entry["name"])
+            fruns = plan_rates(report, fplan) if fplan and fplan != "none" else []
+            if fplan == "none":
+                fast_beside = none
+            elif fruns:
+                fast_beside = statistics.median(fruns)
         fast = r.get("fastflow", [None])[0]
         if args.reference and ("oracle" not in r or "fastflow" not in r):
             carried_oracle, fast = from_reference(args.reference, entry["name"],
@@ -339,6 +375,8 @@ def table(args):
                                                   oracle, fast)
             if not beside:
                 oracle = carried_oracle
+        if fast_beside is not None:
+            fast = fast_beside
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:
@@ -404,6 +442,10 @@ def main():
                    help="folders (comma-separated, first match wins) of reports with the "
                         "oracle's sweep: its winning plan runs beside the policies, as a "
                         "fixed plan")
+    r.add_argument("--fastflow-plan-from", default="",
+                   help="folders of reports where FastFlow ran: the plan it chose runs beside "
+                        "the policies, as a fixed plan (its steady rate without its profiling "
+                        "runs)")
     r.add_argument("--repeats", type=int, default=1,
                    help="run the policies (and the oracle's plan) this many times, "
                         "interleaved; the table takes medians")
@@ -416,9 +458,10 @@ def main():
                         "oracle and FastFlow where a report lacks them (carried over as "
                         "speed-ups over all-local)")
     t.add_argument("--beside", action="store_true",
-                   help="the reports ran the oracle's plan beside (run --oracle-plan-from "
-                        "with the --reference folders): where all-local won the sweep, "
-                        "all-local's median is the oracle's rate")
+                   help="the reports ran the oracle's (and FastFlow's) plan beside (run "
+                        "--oracle-plan-from / --fastflow-plan-from with the --reference "
+                        "folders): their medians, or all-local's where the plan is all-local, "
+                        "are the oracle's and FastFlow's rates")
     args = p.parse_args()
     {"calibrate": calibrate, "generate": generate, "run": run, "table": table}[args.command](args)
 

@@ -1,10 +1,11 @@
 #include <cstring>
-#include <set>
-
 #include <opencv2/core.hpp>
+#include <set>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/ops/image/flip_kernel.h"
 #include "sluice/ops/image/image_ops.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
@@ -134,7 +135,7 @@ TEST(RandomFlipTest, MirrorsHorizontallyAndVertically) {
 // step to several steps and a remainder gives OpenCV's mirror image, byte for byte.
 TEST(RandomFlipTest, TheBlockwiseMirrorEqualsOpenCvAtEveryWidth) {
   auto h = MakeOp("random_flip", {{"p", 1.0}});
-  for (int64_t width : {1, 2, 15, 16, 17, 31, 32, 33, 47, 224, 225}) {
+  for (int64_t width : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 224, 225}) {
     Tensor src = TexturedImage(3, width);
     Element e = MakeElement({src});
     ASSERT_TRUE(h->Apply(e, OpContext{}).ok());
@@ -143,6 +144,14 @@ TEST(RandomFlipTest, TheBlockwiseMirrorEqualsOpenCvAtEveryWidth) {
              expected, 1);
     ASSERT_EQ(std::memcmp(e.tensors[0].raw(), expected.data, src.nbytes()), 0)
         << "width " << width;
+    // Every instruction set this machine has gives the same bytes (odd and even block
+    // counts, with and without a remainder, among the widths).
+    for (FlipIsa isa : {FlipIsa::kScalar, FlipIsa::kSsse3, FlipIsa::kAvx2}) {
+      std::vector<uint8_t> out(src.nbytes(), 0);
+      if (!FlipRgbHorizontallyWith(isa, src.raw(), 3, width, out.data())) continue;
+      ASSERT_EQ(std::memcmp(out.data(), expected.data, out.size()), 0)
+          << "width " << width << ", instruction set " << static_cast<int>(isa);
+    }
   }
 }
 
