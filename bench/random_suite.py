@@ -244,40 +244,49 @@ def run(args):
                   file=sys.stderr)
 
 
+def reports(folders, name):
+    """The reports of scenario `name` in `folders` (comma-separated), in that order."""
+    for folder in [f for f in folders.split(",") if f]:
+        path = os.path.join(folder, name + ".json")
+        if os.path.exists(path):
+            yield json.load(open(path))
+
+
 def oracle_plan(folders, name):
     """The plan that won the oracle's sweep of scenario `name` in the first of `folders`
     (comma-separated) that swept it, as a `fixed:` policy ("none" when all-local won); None
     without a sweep. Run beside `none` and `sluice`, it judges them against the same machine
     minute: a rate carried from another run moves with that run's machine (job-m's all-local
     rate moved by up to 40% between runs)."""
-    for folder in [f for f in folders.split(",") if f]:
-        path = os.path.join(folder, name + ".json")
-        if not os.path.exists(path):
-            continue
-        policies = json.load(open(path)).get("policies", {})
+    for report in reports(folders, name):
+        policies = report.get("policies", {})
         sweep = (policies.get("oracle") or {}).get("sweep") or []
         runs = [s for s in sweep if s.get("samples_per_s")]
-        if not runs:
-            continue
-        best = max(runs, key=lambda s: s["samples_per_s"])
-        none = (policies.get("none") or {}).get("samples_per_s") or 0
-        return best["policy_arg"] if best["samples_per_s"] > none else "none"
+        if runs:
+            best = max(runs, key=lambda s: s["samples_per_s"])
+            none = (policies.get("none") or {}).get("samples_per_s") or 0
+            return best["policy_arg"] if best["samples_per_s"] > none else "none"
     return None
 
 
 def fastflow_plan(folders, name):
     """The plan FastFlow chose for scenario `name` in the first of `folders` that ran it, as
     a `fixed:` policy ("none" when it offloaded nothing); None where it did not run."""
-    for folder in [f for f in folders.split(",") if f]:
-        path = os.path.join(folder, name + ".json")
-        if not os.path.exists(path):
-            continue
-        fast = json.load(open(path)).get("policies", {}).get("fastflow")
-        if not fast or not fast.get("samples_per_s"):
-            continue
-        plan = fast.get("plan") or {}
-        return plan.get("policy_string") if plan.get("offload") else "none"
+    for report in reports(folders, name):
+        fast = report.get("policies", {}).get("fastflow")
+        if fast and fast.get("samples_per_s"):
+            plan = fast.get("plan") or {}
+            return plan.get("policy_string") if plan.get("offload") else "none"
     return None
+
+
+def beside_rate(report, plan, none):
+    """A plan run beside the others: all-local's median where the plan is all-local, else the
+    median of its runs; None where it did not run."""
+    if plan == "none":
+        return none
+    runs = plan_rates(report, plan) if plan else []
+    return statistics.median(runs) if runs else None
 
 
 def plan_rates(report, plan):
@@ -303,24 +312,20 @@ def rates(report):
     for key, result in report.get("policies", {}).items():
         rate = result.get("samples_per_s")
         if rate:
-            name = key.split("#")[0]
-            # A fixed plan (the oracle's, run beside) is keyed by its policy string.
-            out.setdefault("fixed" if name.startswith("fixed:") else name, []).append(rate)
+            out.setdefault(key.split("#")[0], []).append(rate)
     return out
 
 
-def from_reference(folders, name, r, oracle, fast):
+def from_reference(folders, name, r, none_now, oracle, fast):
     """The oracle's and FastFlow's rates for a report that did not run them, from the report
     of the same scenario in the first of `folders` (comma-separated) that has one, as
     speed-ups over all-local carried to this run's all-local: rate_ref / none_ref * none_now.
     A run's all-local moves with the machine and the build, and a ratio to the all-local
     measured beside it moves less than a rate does."""
-    paths = [os.path.join(f, name + ".json") for f in folders.split(",") if f]
-    path = next((p for p in paths if os.path.exists(p)), "")
-    none_now = r.get("none", [None])[0]
-    if not os.path.exists(path) or not none_now:
+    first = next(reports(folders, name), None)
+    if first is None or not none_now:
         return oracle, fast
-    ref = rates(json.load(open(path)))
+    ref = rates(first)
     none_ref = ref.get("none", [None])[0]
     if not none_ref:
         return oracle, fast
@@ -350,33 +355,20 @@ def table(args):
         sluice = r.get("sluice", [])
         best = statistics.median(sluice) if sluice else None
         none = statistics.median(r["none"]) if "none" in r else None
-        # The oracle's sweep includes all-local; without a sweep there is no oracle. Its
-        # winning plan run beside the others (`run --oracle-plan-from`): the median of those
-        # runs, or all-local's where that is higher.
+        # The oracle's sweep includes all-local; without a sweep there is no oracle.
         oracle = max(r["oracle"] + r.get("none", [0])) if "oracle" in r else None
-        beside = False
-        fast_beside = None
-        if args.beside and "oracle" not in r and none:
-            plan = oracle_plan(args.reference, entry["name"])
-            oruns = plan_rates(report, plan) if plan and plan != "none" else []
-            if plan == "none" or oruns:
-                # All-local won the sweep, or the winner's median beside, if higher.
-                oracle, beside = max(statistics.median(oruns) if oruns else 0, none), True
-            fplan = fastflow_plan(args.reference, entry["name"])
-            fruns = plan_rates(report, fplan) if fplan and fplan != "none" else []
-            if fplan == "none":
-                fast_beside = none
-            elif fruns:
-                fast_beside = statistics.median(fruns)
         fast = r.get("fastflow", [None])[0]
         if args.reference and ("oracle" not in r or "fastflow" not in r):
-            carried_oracle, fast = from_reference(args.reference, entry["name"],
-                                                  {**r, "none": [none]} if none else r,
-                                                  oracle, fast)
-            if not beside:
-                oracle = carried_oracle
-        if fast_beside is not None:
-            fast = fast_beside
+            oracle, fast = from_reference(args.reference, entry["name"], r, none, oracle, fast)
+        if args.beside and "oracle" not in r and none:
+            # The sweep's winning plan and FastFlow's run beside the others (`run
+            # --oracle-plan-from`, `--fastflow-plan-from`): their medians, not carried rates.
+            o = beside_rate(report, oracle_plan(args.reference, entry["name"]), none)
+            f = beside_rate(report, fastflow_plan(args.reference, entry["name"]), none)
+            if o is not None:
+                oracle = max(o, none)
+            if f is not None:
+                fast = f
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:

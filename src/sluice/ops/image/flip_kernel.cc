@@ -38,32 +38,43 @@ void FlipRowsScalar(const uint8_t* src, int64_t height, int64_t width, uint8_t* 
   }
 }
 
-__attribute__((target("ssse3"))) void FlipRowsSsse3(const uint8_t* src, int64_t height,
-                                                     int64_t width, uint8_t* dst) {
-  __m128i masks[3][3];
+using Masks128 = __m128i[3][3];
+__attribute__((target("ssse3"))) void LoadMasks(Masks128& masks) {
   for (int r = 0; r < 3; ++r) {
     for (int s = 0; s < 3; ++s) {
       masks[r][s] = _mm_load_si128(reinterpret_cast<const __m128i*>(kMasks[r][s].data()));
     }
   }
+}
+
+// Output blocks [from, width / 16) of one row, 16 pixels each, then its last width % 16
+// pixels (the row's first input pixels).
+__attribute__((target("ssse3"))) void FlipRowFromSsse3(const uint8_t* s, int64_t width,
+                                                       int64_t from, const Masks128& masks,
+                                                       uint8_t* d) {
   const int64_t blocks = width / 16;
-  for (int64_t y = 0; y < height; ++y) {
-    const uint8_t* s = src + y * width * 3;
-    uint8_t* d = dst + y * width * 3;
-    for (int64_t j = 0; j < blocks; ++j) {
-      // Output pixels [16j, 16j + 16) are input pixels [width - 16(j + 1), width - 16j).
-      const uint8_t* in = s + 3 * (width - 16 * (j + 1));
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 32));
-      for (int r = 0; r < 3; ++r) {
-        const __m128i out = _mm_or_si128(
-            _mm_or_si128(_mm_shuffle_epi8(a, masks[r][0]), _mm_shuffle_epi8(b, masks[r][1])),
-            _mm_shuffle_epi8(c, masks[r][2]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48 * j + 16 * r), out);
-      }
+  for (int64_t j = from; j < blocks; ++j) {
+    // Output pixels [16j, 16j + 16) are input pixels [width - 16(j + 1), width - 16j).
+    const uint8_t* in = s + 3 * (width - 16 * (j + 1));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 32));
+    for (int r = 0; r < 3; ++r) {
+      const __m128i out = _mm_or_si128(
+          _mm_or_si128(_mm_shuffle_epi8(a, masks[r][0]), _mm_shuffle_epi8(b, masks[r][1])),
+          _mm_shuffle_epi8(c, masks[r][2]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48 * j + 16 * r), out);
     }
-    FlipPixels(s, width, blocks * 16, d);  // the last width % 16: the first input pixels
+  }
+  FlipPixels(s, width, blocks * 16, d);
+}
+
+__attribute__((target("ssse3"))) void FlipRowsSsse3(const uint8_t* src, int64_t height,
+                                                    int64_t width, uint8_t* dst) {
+  Masks128 masks;
+  LoadMasks(masks);
+  for (int64_t y = 0; y < height; ++y) {
+    FlipRowFromSsse3(src + y * width * 3, width, 0, masks, dst + y * width * 3);
   }
 }
 
@@ -94,12 +105,11 @@ __attribute__((target("avx2"))) inline void Store2(uint8_t* lo, uint8_t* hi, __m
 // shuffles that draw anything run. About half the instructions of the SSSE3 loop per pixel.
 __attribute__((target("avx2"))) void FlipRowsAvx2(const uint8_t* src, int64_t height, int64_t width,
                                                   uint8_t* dst) {
+  Masks128 masks128;
+  LoadMasks(masks128);
   __m256i masks[3][3];
   for (int r = 0; r < 3; ++r) {
-    for (int s = 0; s < 3; ++s) {
-      masks[r][s] = _mm256_broadcastsi128_si256(
-          _mm_load_si128(reinterpret_cast<const __m128i*>(kMasks[r][s].data())));
-    }
+    for (int s = 0; s < 3; ++s) masks[r][s] = _mm256_broadcastsi128_si256(masks128[r][s]);
   }
   const int64_t blocks = width / 16;
   for (int64_t y = 0; y < height; ++y) {
@@ -125,21 +135,7 @@ __attribute__((target("avx2"))) void FlipRowsAvx2(const uint8_t* src, int64_t he
       Store2(out0 + 16, out1 + 16, o1);
       Store2(out0 + 32, out1 + 32, o2);
     }
-    if (j < blocks) {  // an odd block left: one lane's worth
-      const uint8_t* in = s + 3 * (width - 16 * (j + 1));
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 32));
-      for (int r = 0; r < 3; ++r) {
-        const __m128i out =
-            _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, _mm256_castsi256_si128(masks[r][0])),
-                                      _mm_shuffle_epi8(b, _mm256_castsi256_si128(masks[r][1]))),
-                         _mm_shuffle_epi8(c, _mm256_castsi256_si128(masks[r][2])));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48 * j + 16 * r), out);
-      }
-      ++j;
-    }
-    FlipPixels(s, width, blocks * 16, d);  // the last width % 16: the first input pixels
+    FlipRowFromSsse3(s, width, j, masks128, d);  // an odd block left, and the last pixels
   }
 }
 
