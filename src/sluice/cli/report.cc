@@ -57,6 +57,11 @@ std::string FormatTable(const RunReport& report) {
                         report.samples, report.batches, report.samples_per_s(), report.wall_s,
                         report.threads, report.cpu_budget,
                         FormatBytes(static_cast<double>(report.peak_rss_bytes)));
+  if (report.batches_in_place > 0) {
+    absl::StrAppendFormat(&out,
+                          "batches stacked in place: %d of %d (samples written into their slots)\n",
+                          report.batches_in_place, report.batches);
+  }
   absl::StrAppendFormat(&out, "skipped: %d\n", report.skipped);
   constexpr size_t kShown = 5;
   const size_t shown = std::min(kShown, report.skipped_names.size());
@@ -100,6 +105,7 @@ nlohmann::json ToJson(const RunReport& report) {
       {"plan", plan},
       {"time_to_plan_s", 0.0},
       {"ops", ops},
+      {"batches_in_place", report.batches_in_place},
       {"skipped", report.skipped},
       {"skipped_names", report.skipped_names},
       {"fingerprint", report.fingerprint},

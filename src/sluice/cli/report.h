@@ -18,6 +18,7 @@ struct RunReport {
   int64_t source_samples = 0;                  // elements the source produced
   int64_t samples = 0;                         // samples delivered (in batches)
   int64_t batches = 0;
+  int64_t batches_in_place = 0;  // stacked without a copy: samples written into their slots
   double wall_s = 0;
   int threads = 0;
   double cpu_budget = 0;  // CPUs this process may use (cgroup/affinity aware)

@@ -142,6 +142,7 @@ int RunCommand(const std::vector<std::string>& args) {
   report.wall_s = wall_s;
   report.threads = executor->threads();
   report.cpu_budget = ProbeCpuBudget().cpus();
+  report.batches_in_place = stats.batches_in_place.load();
   report.skipped = stats.skipped();
   report.skipped_names = stats.skipped_names();
   report.fingerprint = pipeline::Fingerprint(spec);

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "sluice/core/batch_slots.h"
 #include "sluice/core/element.h"
 #include "sluice/core/rng.h"
 #include "sluice/core/status.h"
@@ -103,9 +104,22 @@ struct OpContext {
   // outlives the op.
   const OpEnv* env = &DefaultOpEnv();
 
+  // Where the op's outputs go when it is the last op before the batcher: one BatchSlots per
+  // output field index whose shape is fully known (core/batch_slots.h). Empty elsewhere.
+  std::map<int, std::shared_ptr<BatchSlots>> batch_slots = {};
+
   // The identity-seeded generator for `element` at this op.
   Rng MakeRng(const Element& element) const {
     return Rng(SeedFor(seed, element.id.epoch, element.id.index, static_cast<uint32_t>(position)));
+  }
+  // A new tensor for the op's output field `field` (an index in its output schema),
+  // uninitialised: its slot of the batch being filled when the context has slots for that
+  // field and `dtype` and `shape` are theirs, else Tensor::Empty. An op that writes a whole
+  // new output tensor takes it from here; its result is the same either way.
+  Tensor NewOutput(int field, DType dtype, Shape shape) const {
+    auto it = batch_slots.find(field);
+    return it == batch_slots.end() ? Tensor::Empty(dtype, std::move(shape))
+                                   : it->second->Take(dtype, shape);
   }
 };
 

@@ -147,6 +147,18 @@ StatusOr<Schema> BatchSchema(const Schema& input, const BatchOptions& options) {
 
 namespace {
 
+// Whether field `f` of `members`, in order, lies side by side in one buffer, `row_bytes`
+// apart: then it already is the batch.
+bool TileOneBuffer(const std::vector<Element>& members, int f, size_t row_bytes) {
+  const Tensor& head = members.front().tensors[f];
+  if (head.buffer() == nullptr || row_bytes == 0) return false;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Tensor& t = members[i].tensors[f];
+    if (t.buffer() != head.buffer() || t.offset() != head.offset() + i * row_bytes) return false;
+  }
+  return true;
+}
+
 StatusOr<Element> StackBatchOrThrow(std::vector<Element> members, const Schema& input,
                                     const BatchOptions& options) {
   const int64_t n = static_cast<int64_t>(members.size());
@@ -163,6 +175,7 @@ StatusOr<Element> StackBatchOrThrow(std::vector<Element> members, const Schema& 
     }
   }
   std::vector<Tensor> shape_tensors;
+  bool in_place = false;  // a field was already in place
   for (int f = 0; f < input.size(); ++f) {
     const FieldSpec& field = input.field(f);
     const Element& first = members.front();
@@ -190,9 +203,20 @@ StatusOr<Element> StackBatchOrThrow(std::vector<Element> members, const Schema& 
 
     Shape out_shape = max_shape;
     out_shape.insert(out_shape.begin(), n);
-    Tensor out = Tensor::Empty(field.dtype, out_shape);
     const size_t elem = DTypeSize(field.dtype);
     const size_t row_bytes = static_cast<size_t>(NumElements(max_shape)) * elem;
+    if (!pad && TileOneBuffer(members, f, row_bytes)) {
+      // The samples were written into their batch's slots (core/batch_slots.h): the batch
+      // is a view of the bytes already in place.
+      const Tensor& head = members.front().tensors[f];
+      SLUICE_ASSIGN_OR_RETURN(Tensor view, Tensor::View(field.dtype, std::move(out_shape),
+                                                        head.buffer(), head.offset()));
+      batch.tensors.push_back(std::move(view));
+      for (Element& m : members) m.tensors[f] = Tensor();
+      in_place = true;
+      continue;
+    }
+    Tensor out = Tensor::Empty(field.dtype, out_shape);
     uint8_t* dst = out.mutable_raw();
     if (!pad) {
       for (int64_t i = 0; i < n; ++i) {
@@ -222,6 +246,9 @@ StatusOr<Element> StackBatchOrThrow(std::vector<Element> members, const Schema& 
     for (Element& m : members) m.tensors[f] = Tensor();
   }
   for (Tensor& t : shape_tensors) batch.tensors.push_back(std::move(t));
+  if (in_place && options.in_place != nullptr) {
+    options.in_place->fetch_add(1, std::memory_order_relaxed);
+  }
   return batch;
 }
 

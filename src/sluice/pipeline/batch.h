@@ -10,7 +10,8 @@
 // the schema to the batch maximum with `padding_value` (or `padding_values[field]`) and
 // adds a field `<field>_shape`: i64[batch, rank] holding every member's original shape.
 // A batch element's `members` are the members' SampleIds in order; its `id` is the first
-// member's.
+// member's. A field whose members lie side by side in one buffer, in order (samples written
+// into their batch's slots, core/batch_slots.h), becomes a view of those bytes, not a copy.
 //
 // Runs in the consumer's thread; thread-compatible, Cancel() from any thread (iterator.h).
 #ifndef SLUICE_PIPELINE_BATCH_H_
@@ -35,6 +36,9 @@ struct BatchOptions {
   bool padded = false;
   double padding_value = 0;
   std::map<std::string, double> padding_values;  // per field, overrides padding_value
+  // Counts the batches with a field whose members were already side by side in one buffer
+  // (written into their slots, core/batch_slots.h), so stacking it was no copy. May be null.
+  std::atomic<int64_t>* in_place = nullptr;
 };
 
 // The schema of the batches made from elements of `input`: a leading batch dimension

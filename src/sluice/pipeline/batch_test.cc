@@ -251,5 +251,59 @@ TEST(BatchTest, CancelStopsIt) {
   EXPECT_TRUE(absl::IsCancelled(it->GetNext(&e, &eos)));
 }
 
+// Elements {id: i32[] = i, img: u8[2,3]} whose img is the i-th row of one buffer holding
+// 0, 1, 2, ... (samples written into their slots, core/batch_slots.h), in `order`.
+std::vector<Element> InOneBuffer(const std::vector<int>& order, std::shared_ptr<Buffer>* buffer) {
+  *buffer = Buffer::Allocate(order.size() * 6);
+  for (size_t i = 0; i < order.size() * 6; ++i) (*buffer)->data()[i] = static_cast<uint8_t>(i);
+  std::vector<Element> members;
+  for (int i : order) {
+    StatusOr<Tensor> img = Tensor::View(DType::kU8, {2, 3}, *buffer, static_cast<size_t>(i) * 6);
+    EXPECT_TRUE(img.ok());
+    members.push_back(MakeElement(i, {Filled(DType::kI32, {}, i), *img}));
+  }
+  return members;
+}
+
+// StackBatch of InOneBuffer(order), counting the batches stacked in place.
+StatusOr<Element> StackInOneBuffer(const std::vector<int>& order, std::shared_ptr<Buffer>* buffer,
+                                   std::atomic<int64_t>* in_place) {
+  Schema schema({{"id", DType::kI32, {}}, {"img", DType::kU8, {2, 3}}});
+  BatchOptions options;
+  options.size = static_cast<int64_t>(order.size());
+  options.in_place = in_place;
+  return StackBatch(InOneBuffer(order, buffer), schema, options);
+}
+
+TEST(BatchTest, MembersSideBySideInOneBufferBecomeTheBatchWithoutACopy) {
+  std::shared_ptr<Buffer> buffer;
+  std::atomic<int64_t> in_place{0};
+  StatusOr<Element> batch = StackInOneBuffer({0, 1, 2}, &buffer, &in_place);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const Tensor& img = batch->tensors[1];
+  EXPECT_EQ(img.shape(), (Shape{3, 2, 3}));
+  EXPECT_EQ(img.buffer(), buffer);  // the same bytes, not a copy
+  EXPECT_EQ(img.offset(), 0u);
+  for (int i = 0; i < 18; ++i) EXPECT_EQ(img.raw()[i], i);
+  EXPECT_EQ(batch->tensors[0].data<int32_t>()[2], 2);  // the other field is stacked as ever
+  EXPECT_EQ(in_place.load(), 1);
+}
+
+TEST(BatchTest, MembersOutOfTheirSlotOrderAreCopiedInTheBatchOrder) {
+  std::shared_ptr<Buffer> buffer;
+  std::atomic<int64_t> in_place{0};
+  StatusOr<Element> batch = StackInOneBuffer({1, 0, 2}, &buffer, &in_place);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const Tensor& img = batch->tensors[1];
+  EXPECT_NE(img.buffer(), buffer);
+  // Member 0 is the slot-1 sample: bytes 6..11 first.
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(img.raw()[i], 6 + i);
+    EXPECT_EQ(img.raw()[6 + i], i);
+    EXPECT_EQ(img.raw()[12 + i], 12 + i);
+  }
+  EXPECT_EQ(in_place.load(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::pipeline

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <thread>
 
@@ -500,6 +502,131 @@ TEST_F(LocalExecutorTest, PeakMemoryStaysBoundedOverManyBatches) {
                 peak.load() / 1e6, step_peak / 1e6, bound / 1e6);
   }
   EXPECT_LE(Buffer::LiveBytes() - baseline, 0) << "buffers left after destruction";
+}
+
+}  // namespace
+}  // namespace sluice::pipeline
+
+namespace sluice::pipeline {
+namespace {
+
+// Samples written into their batch's slots (core/batch_slots.h): the batches hold exactly
+// the bytes the same pipeline gives sample by sample, whether or not they were stacked in
+// place, and the executor counts the batches that were.
+class BatchSlotsPipelineTest : public ::testing::Test {
+ protected:
+  // `n` small JPEGs of different sizes and colours; the image pipeline's tail with a crop to
+  // a fixed shape, so normalize (the last op) writes into slots.
+  PipelineSpec Spec(int n) {
+    for (int i = 0; i < n; ++i) {
+      cv::Mat img(20 + i % 5, 24 + i % 3, CV_8UC3, cv::Scalar(7 * i % 256, 3 * i % 256, 200));
+      std::vector<uchar> jpeg;
+      cv::imencode(".jpg", img, jpeg);
+      dir_.Write(absl::StrCat("img/", 100 + i, ".jpg"), std::string(jpeg.begin(), jpeg.end()));
+    }
+    PipelineSpec spec;
+    spec.source.files = {dir_.path() + "/img/*.jpg"};
+    spec.source.shuffle = true;
+    spec.source.seed = 5;
+    spec.ops = {OpSpec{"read_file", {}}, OpSpec{"decode_jpeg", {}},
+                OpSpec{"center_crop", {{"size", std::vector<int64_t>{16, 16}}}},
+                OpSpec{"normalize",
+                       {{"mean", std::vector<double>{0.5, 0.4, 0.3}},
+                        {"std", std::vector<double>{0.2, 0.25, 0.3}},
+                        {"layout", std::string("CHW")}}}};
+    spec.prefetch = 2;
+    return spec;
+  }
+
+  std::vector<Element> Run(const PipelineSpec& spec, int threads, int64_t* in_place = nullptr) {
+    ExecutorOptions options;
+    options.threads = threads;
+    StatusOr<std::unique_ptr<LocalExecutor>> ex = LocalExecutor::Create(spec, options);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    if (!ex.ok()) return {};
+    std::vector<Element> out;
+    for (int i = 0; i < 1000; ++i) {
+      Element e;
+      bool eos = false;
+      Status s = (*ex)->GetNext(&e, &eos);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok() || eos) break;
+      out.push_back(std::move(e));
+    }
+    if (in_place != nullptr) *in_place = (*ex)->stats().batches_in_place.load();
+    return out;
+  }
+
+  // Every batch's image rows against the samples of an unbatched run, by sample id.
+  void ExpectBatchesHoldTheSamples(const std::vector<Element>& batches,
+                                   const std::vector<Element>& samples, size_t total) {
+    const int image = 1;  // {path, image}
+    std::map<SampleId, const Tensor*> by_id;
+    for (const Element& s : samples) by_id[s.id] = &s.tensors[image];
+    ASSERT_EQ(by_id.size(), total);
+    size_t seen = 0;
+    for (const Element& b : batches) {
+      const Tensor& t = b.tensors[image];
+      ASSERT_EQ(t.dim(0), static_cast<int64_t>(b.members.size()));
+      const size_t row = t.nbytes() / b.members.size();
+      for (size_t i = 0; i < b.members.size(); ++i) {
+        const Tensor* want = by_id.at(b.members[i]);
+        ASSERT_EQ(want->nbytes(), row);
+        EXPECT_EQ(std::memcmp(t.raw() + i * row, want->raw(), row), 0)
+            << "batch row " << i << " is not sample " << b.members[i].index;
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, total);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(BatchSlotsPipelineTest, OneThreadStacksEveryBatchInPlaceWithTheSamplesBytes) {
+  PipelineSpec unbatched = Spec(10);
+  unbatched.options.deterministic = true;
+  const std::vector<Element> samples = Run(unbatched, 1);
+  PipelineSpec spec = unbatched;
+  spec.batch.size = 4;  // 10 samples: batches of 4, 4 and 2
+  int64_t in_place = -1;
+  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  ASSERT_EQ(batches.size(), 3u);
+  ExpectBatchesHoldTheSamples(batches, samples, 10);
+  EXPECT_EQ(in_place, 3);  // the last, short batch too: a view of its first two slots
+  EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{4, 3, 16, 16}));
+}
+
+TEST_F(BatchSlotsPipelineTest, TwoThreadsOutOfTurnStillGiveEachSampleItsOwnRow) {
+  const std::vector<Element> samples = Run(Spec(40), 1);
+  PipelineSpec spec = Spec(40);
+  spec.options.deterministic = false;  // first finished, first batched
+  spec.batch.size = 4;
+  spec.epochs = 3;  // samples of three epochs, so ids repeat only across epochs
+  PipelineSpec unbatched = spec;
+  unbatched.batch.size = 0;
+  const std::vector<Element> all = Run(unbatched, 1);
+  int64_t in_place = -1;
+  const std::vector<Element> batches = Run(spec, 2, &in_place);
+  ASSERT_EQ(batches.size(), 30u);
+  ExpectBatchesHoldTheSamples(batches, all, 120);
+  EXPECT_GE(in_place, 0);
+  EXPECT_LE(in_place, 30);  // a batch whose samples finished out of turn was copied
+  EXPECT_EQ(samples.size(), 40u);
+}
+
+TEST_F(BatchSlotsPipelineTest, AShuffleBufferBetweenTheMapAndTheBatcherTurnsSlotsOff) {
+  PipelineSpec spec = Spec(12);
+  spec.shuffle_buffer = 5;
+  spec.options.deterministic = true;
+  PipelineSpec unbatched = spec;
+  const std::vector<Element> samples = Run(unbatched, 1);
+  spec.batch.size = 4;
+  int64_t in_place = -1;
+  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  ASSERT_EQ(batches.size(), 3u);
+  ExpectBatchesHoldTheSamples(batches, samples, 12);
+  EXPECT_EQ(in_place, 0);
 }
 
 }  // namespace

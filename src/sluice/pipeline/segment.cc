@@ -15,6 +15,23 @@ BatchOptions BatchOptionsOf(const BatchSpec& batch) {
   return o;
 }
 
+namespace {
+
+// One BatchSlots per field of `schema` whose every dimension is known, for the context of
+// the op that produces it last.
+void AddBatchSlots(const Schema& schema, int64_t batch_size, ops::OpContext& context) {
+  for (int i = 0; i < schema.size(); ++i) {
+    const FieldSpec& field = schema.field(i);
+    if (field.dtype == DType::kBytes) continue;  // byte strings are padded when batched
+    if (std::find(field.shape.begin(), field.shape.end(), kUnknownDim) != field.shape.end()) {
+      continue;
+    }
+    context.batch_slots[i] = std::make_shared<BatchSlots>(field.dtype, field.shape, batch_size);
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                     std::unique_ptr<Iterator> input,
                                                     SegmentOptions options) {
@@ -25,6 +42,10 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     MapOptions mo;
     mo.threads = std::max(1, options.threads);
     mo.deterministic = options.keep_order && spec.options.deterministic;
+    if (options.batch_slots && batching && spec.shuffle_buffer == 0 &&
+        (!mo.deterministic || mo.threads == 1)) {
+      AddBatchSlots(options.output_schema, spec.batch.size, options.stages.back().context);
+    }
     mo.on_error = spec.options.on_error;
     mo.max_buffered_bytes = budget / 4;
     // A batcher takes elements in bursts (it stacks a whole batch at once); enough slack in
@@ -42,7 +63,9 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                  spec.source.seed, budget / 4, options.stats);
   }
   if (batching) {
-    SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), BatchOptionsOf(spec.batch)));
+    BatchOptions bo = BatchOptionsOf(spec.batch);
+    bo.in_place = options.batches_in_place;
+    SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(bo)));
   }
   if (options.prefetch && spec.prefetch > 0) {
     it = PrefetchIterator::Create(std::move(it), static_cast<size_t>(spec.prefetch), budget / 2);

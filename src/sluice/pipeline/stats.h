@@ -48,6 +48,9 @@ class PipelineStats {
   std::atomic<int64_t> source_samples{0};  // samples the source produced
   std::atomic<int64_t> samples_out{0};     // samples that reached the output (in batches)
   std::atomic<int64_t> batches_out{0};
+  // Batches stacked without a copy: their samples were written into their slots
+  // (core/batch_slots.h, BatchOptions::in_place).
+  std::atomic<int64_t> batches_in_place{0};
   // The trainer-side shuffle buffer (shuffle_buffer), each time it is full: what it holds
   // now and the most it has held, in samples and payload bytes (the memory it costs).
   std::atomic<int64_t> shuffle_buffer_samples{0};

@@ -14,7 +14,7 @@ class CastOp final : public Op {
   Status Apply(Element& element, const OpContext& ctx) const override {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, index_));
     if (in->dtype() == to_) return absl::OkStatus();
-    Tensor out = Tensor::Empty(to_, in->shape());
+    Tensor out = ctx.NewOutput(index_, to_, in->shape());
     const int64_t n = in->num_elements();
     const DType from = in->dtype();
     const uint8_t* src = in->raw();

@@ -120,7 +120,7 @@ class NormalizeOp final : public Op {
           absl::StrCat("std has ", std_.size(), " values but the image has ", c, " channels"));
     }
     const DType dtype = f16_ ? DType::kF16 : DType::kF32;
-    Tensor out = Tensor::Empty(dtype, chw_ ? Shape{c, h, w} : Shape{h, w, c});
+    Tensor out = ctx.NewOutput(image_.index, dtype, chw_ ? Shape{c, h, w} : Shape{h, w, c});
     const int64_t pixels = h * w;
     // Where channel k of pixel i goes.
     const int64_t pixel_step = chw_ ? 1 : c;

@@ -1,0 +1,31 @@
+#include "sluice/core/batch_slots.h"
+
+#include <utility>
+
+namespace sluice {
+
+BatchSlots::BatchSlots(DType dtype, Shape shape, int64_t batch_size)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      batch_size_(batch_size),
+      slot_bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype)) {}
+
+Tensor BatchSlots::Take(DType dtype, const Shape& shape) {
+  if (dtype != dtype_ || shape != shape_ || slot_bytes_ == 0) return Tensor::Empty(dtype, shape);
+  std::shared_ptr<Buffer> buffer;
+  size_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buffer_ == nullptr || next_ == batch_size_) {
+      buffer_ = Buffer::Allocate(slot_bytes_ * static_cast<size_t>(batch_size_));
+      next_ = 0;
+    }
+    buffer = buffer_;
+    offset = slot_bytes_ * static_cast<size_t>(next_++);
+    if (next_ == batch_size_) buffer_.reset();  // full: the batch's slots own it now
+  }
+  // Fits by construction: the buffer holds batch_size_ slots and offset is one of them.
+  return *Tensor::View(dtype, shape, std::move(buffer), offset);
+}
+
+}  // namespace sluice

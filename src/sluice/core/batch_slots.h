@@ -1,0 +1,55 @@
+// BatchSlots: the samples' output tensors of one field, handed out as consecutive slots of
+// batch-sized buffers, so that a batch's samples are already side by side when the batcher
+// takes them and stacking them is no copy (pipeline::StackBatch sees the members tile one
+// buffer and returns a view of it; docs/ARCHITECTURE.md, "Samples written into their batch").
+//
+// The last op of a per-sample chain asks for its output through OpContext::NewOutput; the
+// segment that batches right after the map (no shuffle buffer between, pipeline/segment.h)
+// gives that op's context one BatchSlots per field with a fully known shape. Slots are taken
+// in call order: a sample's place in the buffer is the order in which the samples reached
+// their last op. When that order is not the batcher's (two threads finishing out of turn at
+// a batch's edge, a sample dropped after taking a slot), the batch is stacked by copying, as
+// without slots: the slots never decide what a batch holds, only where its bytes already are.
+//
+// A slot is a Tensor view: its buffer lives while any slot of it (or the batch made of them)
+// does, so a stage that held samples for long would hold whole batches; only the batcher
+// right after the map may take them. Thread-safe.
+#ifndef SLUICE_CORE_BATCH_SLOTS_H_
+#define SLUICE_CORE_BATCH_SLOTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "sluice/core/tensor.h"
+
+namespace sluice {
+
+class BatchSlots {
+ public:
+  // Slots for samples of `dtype` and `shape` (every dimension known), `batch_size` a buffer.
+  // REQUIRES: batch_size >= 1, every dim of `shape` >= 0.
+  BatchSlots(DType dtype, Shape shape, int64_t batch_size);
+
+  // A tensor of `dtype` and `shape`, uninitialised: the next slot when they are this
+  // field's, else a fresh tensor (Tensor::Empty).
+  Tensor Take(DType dtype, const Shape& shape);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t batch_size() const { return batch_size_; }
+
+ private:
+  const DType dtype_;
+  const Shape shape_;
+  const int64_t batch_size_;
+  const size_t slot_bytes_;
+  std::mutex mu_;
+  std::shared_ptr<Buffer> buffer_ ABSL_GUARDED_BY(mu_);  // the buffer being filled
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;                // its next free slot
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CORE_BATCH_SLOTS_H_
