@@ -127,17 +127,22 @@ class NormalizeOp final : public Op {
     const int64_t channel_step = chw_ ? pixels : 1;
     if (in->dtype() == DType::kU8) {
       // (v / 255 - mean) / std, like torchvision's ToTensor followed by Normalize, as
-      // v * scale + shift in float (normalize_kernel.h): RGB to f32 planes, the standard
-      // pipelines' case, runs the vector kernel; the other layouts read a table per channel
-      // of the same values.
+      // v * scale + shift in float (normalize_kernel.h): RGB to f32 or f16 planes, the
+      // standard pipelines' case, runs the vector kernel; the other layouts read a table per
+      // channel of the same values.
       std::vector<float> scale(c), shift(c);
       for (int64_t k = 0; k < c; ++k) {
         scale[k] = static_cast<float>(1.0 / (255.0 * Std(k)));
         shift[k] = static_cast<float>(-Mean(k) / Std(k));
       }
-      if (c == 3 && chw_ && !f16_) {
-        NormalizeRgbToPlanes(in->raw(), pixels, scale.data(), shift.data(),
-                             out.mutable_data<float>());
+      if (c == 3 && chw_) {
+        if (f16_) {
+          NormalizeRgbToHalfPlanes(in->raw(), pixels, scale.data(), shift.data(),
+                                   out.mutable_data<uint16_t>());
+        } else {
+          NormalizeRgbToPlanes(in->raw(), pixels, scale.data(), shift.data(),
+                               out.mutable_data<float>());
+        }
         element.tensors[image_.index] = std::move(out);
         return absl::OkStatus();
       }

@@ -1,4 +1,7 @@
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -86,6 +89,50 @@ TEST(NormalizeTest, TheVectorKernelGivesTheSameBitsAsTheFormula) {
       const float got = out[c * pixels + i];
       ASSERT_EQ(got, NormalizeValue(v, scale, shift)) << "pixel " << i << " channel " << c;
       ASSERT_NEAR(got, (v / 255.0 - kMean[c]) / kStd[c], 1e-5);
+    }
+  }
+}
+
+// Every instruction set against the formula, bit for bit, in both output types: pixel
+// counts around the vector step's edges (its 8 pixels and the 10 it reads), every byte value
+// in every channel, and scales whose binary16 values overflow, go subnormal or turn negative.
+TEST(NormalizeTest, EveryPathGivesTheFormulasBitsInFloatAndHalf) {
+  const std::vector<std::array<float, 2>> params = {
+      {static_cast<float>(1.0 / (255.0 * 0.229)), static_cast<float>(-0.485 / 0.229)},
+      {1000.0f, 0.0f},  // 66 and up overflow binary16
+      {1e-9f, 0.0f},    // binary16 subnormals
+      {-0.75f, 3.5f}};  // negative values
+  std::vector<int64_t> counts;
+  for (int64_t n = 1; n <= 41; ++n) counts.push_back(n);
+  counts.push_back(224 * 223);
+  for (NormalizeIsa isa : {NormalizeIsa::kScalar, NormalizeIsa::kAvx2}) {
+    for (const auto& [sc, sh] : params) {
+      const float scale[3] = {sc, sc * 0.5f, sc * 2.0f};
+      const float shift[3] = {sh, sh + 0.25f, -sh};
+      for (int64_t pixels : counts) {
+        std::vector<uint8_t> in(static_cast<size_t>(3 * pixels));
+        for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<uint8_t>(j * 7 + j / 256);
+        std::vector<float> f(in.size());
+        std::vector<uint16_t> h(in.size());
+        if (!NormalizeRgbToPlanesWith(isa, in.data(), pixels, scale, shift, f.data())) {
+          GTEST_SKIP() << "no AVX2 on this machine";
+        }
+        if (!NormalizeRgbToHalfPlanesWith(isa, in.data(), pixels, scale, shift, h.data())) {
+          GTEST_SKIP() << "no F16C on this machine";
+        }
+        for (int64_t i = 0; i < pixels; ++i) {
+          for (int k = 0; k < 3; ++k) {
+            const float want = NormalizeValue(in[3 * i + k], scale[k], shift[k]);
+            const float got = f[k * pixels + i];
+            ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+                << "isa " << static_cast<int>(isa) << ", " << pixels << " pixels, pixel " << i
+                << " channel " << k << ": " << got << " != " << want;
+            ASSERT_EQ(h[k * pixels + i], FloatToHalf(want))
+                << "isa " << static_cast<int>(isa) << ", " << pixels << " pixels, pixel " << i
+                << " channel " << k << ": half of " << want;
+          }
+        }
+      }
     }
   }
 }
