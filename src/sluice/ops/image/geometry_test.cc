@@ -135,7 +135,8 @@ TEST(RandomFlipTest, MirrorsHorizontallyAndVertically) {
 // step to several steps and a remainder gives OpenCV's mirror image, byte for byte.
 TEST(RandomFlipTest, TheBlockwiseMirrorEqualsOpenCvAtEveryWidth) {
   auto h = MakeOp("random_flip", {{"p", 1.0}});
-  for (int64_t width : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 224, 225}) {
+  for (int64_t width :
+       {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 127, 128, 129, 143, 224, 225}) {
     Tensor src = TexturedImage(3, width);
     Element e = MakeElement({src});
     ASSERT_TRUE(h->Apply(e, OpContext{}).ok());
@@ -146,7 +147,7 @@ TEST(RandomFlipTest, TheBlockwiseMirrorEqualsOpenCvAtEveryWidth) {
         << "width " << width;
     // Every instruction set this machine has gives the same bytes (odd and even block
     // counts, with and without a remainder, among the widths).
-    for (FlipIsa isa : {FlipIsa::kScalar, FlipIsa::kSsse3, FlipIsa::kAvx2}) {
+    for (FlipIsa isa : {FlipIsa::kScalar, FlipIsa::kSsse3, FlipIsa::kAvx2, FlipIsa::kAvx512Vbmi}) {
       std::vector<uint8_t> out(src.nbytes(), 0);
       if (!FlipRgbHorizontallyWith(isa, src.raw(), 3, width, out.data())) continue;
       ASSERT_EQ(std::memcmp(out.data(), expected.data, out.size()), 0)
