@@ -1,5 +1,6 @@
 #include "sluice/ops/image/normalize_kernel.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "sluice/ops/half.h"
@@ -91,8 +92,13 @@ __attribute__((target("avx2,f16c"))) void NormalizeAvx2(const uint8_t* in, int64
   NormalizeScalar(in, i, pixels, pixels, scale, shift, out);
 }
 
+// F16C from CPUID (leaf 1, ECX bit 29): not every compiler's __builtin_cpu_supports knows it.
 bool HasAvx2AndF16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
+  }();
   return yes;
 }
 
