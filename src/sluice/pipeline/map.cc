@@ -183,6 +183,10 @@ void ParallelMapIterator::DeliverLocked(int64_t seq, Result result) {
     reorder_.emplace(seq, std::move(result));
   } else {
     unordered_.push_back(std::move(result));
+    // Until a group is ready, the consumer sleeps on as long as more results come without
+    // it: an element is still being processed, or a worker may take a new one.
+    const bool more_coming = !stop_taking_ && (unordered_.size() < in_flight_ || CanTakeLocked());
+    if (unordered_.size() < options_.wake_after && more_coming) return;
   }
   ready_.notify_all();
 }

@@ -67,6 +67,12 @@ struct MapOptions {
   OnError on_error = OnError::kFail;
   size_t max_in_flight = 0;        // elements taken and not yet delivered; 0: 2 * threads
   size_t max_buffered_bytes = 0;   // finished, undelivered bytes before workers pause; 0: none
+  // Unordered delivery wakes a waiting consumer once this many results are ready (1: each),
+  // or sooner when no more can come until it takes some (every element in flight is done,
+  // the workers are at max_in_flight or max_buffered_bytes) or the stream ended or failed. A
+  // batcher needs a batch before it can do anything: waking it per element only costs the
+  // workers a wake-up each. Ordered delivery wakes it for each element in order.
+  size_t wake_after = 1;
   PipelineStats* stats = nullptr;  // receives RecordSkip() under kSkip (may be null)
   // Under kSkip, also called for every dropped element (its id and origin are intact) with
   // the formatted error, from a worker thread. May be empty.

@@ -240,6 +240,43 @@ TEST_F(MapTest, KeepsAtMostTheConfiguredElementsInFlight) {
   }
 }
 
+// A consumer woken for a group of results (MapOptions::wake_after) is still woken when fewer
+// can come: the in-flight cap, the bytes budget, the end of the stream and an error each stop
+// the workers short of a group, and every sample (or the error) still arrives.
+TEST_F(MapTest, AConsumerWokenForAGroupIsWokenWhenFewerCanCome) {
+  WithWatchdog(60, [&] {
+    MapOptions options;
+    options.threads = 2;
+    options.wake_after = 100;  // more than can ever be ready at once
+    options.max_in_flight = 4;
+    auto it = Make({Op("sleep", {{"ms", int64_t{0}}, {"spread", int64_t{2}}})}, 30, options);
+    EXPECT_EQ(Drain(*it).size(), 30u) << "the in-flight cap";
+    it.reset();
+
+    options.max_in_flight = 16;
+    options.wake_after = 8;
+    options.max_buffered_bytes = 2500;  // two or three 1000-byte results
+    it = Make({Op("blob", {{"bytes", int64_t{1000}}})}, 30, options);
+    EXPECT_EQ(Drain(*it).size(), 30u) << "the bytes budget";
+    it.reset();
+
+    options.max_buffered_bytes = 0;
+    it = Make({Op("tag")}, 3, options);
+    EXPECT_EQ(Drain(*it).size(), 3u) << "the end of the stream";
+    it.reset();
+
+    it = Make({Op("fail_on", {{"ids", std::vector<int64_t>{5}}})}, 30, options);
+    Status status;
+    for (int i = 0; i < 40; ++i) {
+      Element e;
+      bool eos = false;
+      status = it->GetNext(&e, &eos);
+      if (!status.ok() || eos) break;
+    }
+    EXPECT_THAT(status.message(), HasSubstr("ops[0].fail_on")) << "an error";
+  });
+}
+
 TEST_F(MapTest, InputErrorsEndTheStream) {
   Schema schema({{"x", DType::kI64, {}}});
   std::vector<Element> elements;

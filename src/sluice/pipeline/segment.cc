@@ -52,6 +52,12 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     // flight lets the map threads keep working meanwhile instead of waiting for it, one
     // hand-off per element. The byte budget still bounds memory.
     mo.max_in_flight = static_cast<size_t>(std::max(2 * mo.threads, batching ? 16 : 0));
+    // The batcher waits for a batch: wake it for a group of samples, not each (half the slack
+    // in flight, so the workers keep the other half going while it takes them).
+    if (batching) {
+      mo.wake_after = static_cast<size_t>(
+          std::min<int64_t>(spec.batch.size, static_cast<int64_t>(mo.max_in_flight / 2)));
+    }
     mo.stats = options.stats;
     mo.on_skip = std::move(options.on_skip);
     it = ParallelMapIterator::Create(std::move(it), std::move(options.stages),
