@@ -597,6 +597,23 @@ TEST_F(BatchSlotsPipelineTest, OneThreadStacksEveryBatchInPlaceWithTheSamplesByt
   EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{4, 3, 16, 16}));
 }
 
+// A pipeline whose last op is random_flip (a tail left to the accelerator, say): the op
+// writes the samples it does not flip into their slots too, so no batch is left with a hole.
+TEST_F(BatchSlotsPipelineTest, RandomFlipLastFillsEverySlotFlippedOrNot) {
+  PipelineSpec unbatched = Spec(10);
+  unbatched.ops.back() = OpSpec{"random_flip", {{"p", 0.5}}};
+  unbatched.options.deterministic = true;
+  const std::vector<Element> samples = Run(unbatched, 1);
+  PipelineSpec spec = unbatched;
+  spec.batch.size = 5;
+  int64_t in_place = -1;
+  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  ASSERT_EQ(batches.size(), 2u);
+  ExpectBatchesHoldTheSamples(batches, samples, 10);
+  EXPECT_EQ(in_place, 2);
+  EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{5, 16, 16, 3}));
+}
+
 TEST_F(BatchSlotsPipelineTest, TwoThreadsOutOfTurnStillGiveEachSampleItsOwnRow) {
   const std::vector<Element> samples = Run(Spec(40), 1);
   PipelineSpec spec = Spec(40);

@@ -1,10 +1,11 @@
 // resize, center_crop, random_resized_crop, random_flip: ops that move pixels around.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <opencv2/imgproc.hpp>
 
-#include "sluice/ops/image/image_ops.h"
 #include "sluice/ops/image/flip_kernel.h"
+#include "sluice/ops/image/image_ops.h"
 #include "sluice/ops/image/image_util.h"
 #include "sluice/ops/op_util.h"
 
@@ -209,12 +210,21 @@ class RandomFlipOp final : public Op {
     SLUICE_ASSIGN_OR_RETURN(const Tensor* in, InputTensor(*this, element, image_.index));
     SLUICE_RETURN_IF_ERROR(CheckNotEmpty(*in, input_schema().field(image_.index).name));
     Rng rng = ctx.MakeRng(element);
-    if (!rng.Bernoulli(p_)) return absl::OkStatus();
-    cv::Mat dst;
-    Tensor out = NewImage(in->dtype(), in->dim(0), in->dim(1), in->dim(2), &dst);
+    const bool flip = rng.Bernoulli(p_);
+    // The last op before the batcher writes every sample into its batch slot (OpContext::
+    // NewOutput), one it does not flip too: a sample left out would make its batch a copy.
+    const bool to_slot = ctx.batch_slots.count(image_.index) > 0;
+    if (!flip && !to_slot) return absl::OkStatus();
+    Tensor out = ctx.NewOutput(image_.index, in->dtype(), in->shape());
+    if (!flip) {
+      std::memcpy(out.mutable_raw(), in->raw(), in->nbytes());
+      element.tensors[image_.index] = std::move(out);
+      return absl::OkStatus();
+    }
     if (horizontal_ && in->dtype() == DType::kU8 && in->dim(2) == 3) {
       FlipRgbHorizontally(in->raw(), in->dim(0), in->dim(1), out.mutable_raw());
     } else {
+      cv::Mat dst = MatView(out);
       SLUICE_RETURN_IF_ERROR(CvGuard([&] { cv::flip(MatView(*in), dst, horizontal_ ? 1 : 0); }));
     }
     element.tensors[image_.index] = std::move(out);
