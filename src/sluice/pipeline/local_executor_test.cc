@@ -580,19 +580,28 @@ class BatchSlotsPipelineTest : public ::testing::Test {
     EXPECT_EQ(seen, total);
   }
 
+  // `spec` in batches of `batch` on `threads` threads, checked against the same spec unbatched
+  // on one thread (`total` samples in all).
+  std::vector<Element> RunBatched(PipelineSpec spec, int64_t batch, int threads, size_t total,
+                                  int64_t* in_place) {
+    spec.batch.size = 0;
+    const std::vector<Element> samples = Run(spec, 1);
+    spec.batch.size = batch;
+    std::vector<Element> batches = Run(spec, threads, in_place);
+    ExpectBatchesHoldTheSamples(batches, samples, total);
+    return batches;
+  }
+
   TempDir dir_;
 };
 
 TEST_F(BatchSlotsPipelineTest, OneThreadStacksEveryBatchInPlaceWithTheSamplesBytes) {
-  PipelineSpec unbatched = Spec(10);
-  unbatched.options.deterministic = true;
-  const std::vector<Element> samples = Run(unbatched, 1);
-  PipelineSpec spec = unbatched;
-  spec.batch.size = 4;  // 10 samples: batches of 4, 4 and 2
+  PipelineSpec spec = Spec(10);
+  spec.options.deterministic = true;
   int64_t in_place = -1;
-  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  // 10 samples: batches of 4, 4 and 2.
+  const std::vector<Element> batches = RunBatched(spec, 4, 1, 10, &in_place);
   ASSERT_EQ(batches.size(), 3u);
-  ExpectBatchesHoldTheSamples(batches, samples, 10);
   EXPECT_EQ(in_place, 3);  // the last, short batch too: a view of its first two slots
   EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{4, 3, 16, 16}));
 }
@@ -600,49 +609,34 @@ TEST_F(BatchSlotsPipelineTest, OneThreadStacksEveryBatchInPlaceWithTheSamplesByt
 // A pipeline whose last op is random_flip (a tail left to the accelerator, say): the op
 // writes the samples it does not flip into their slots too, so no batch is left with a hole.
 TEST_F(BatchSlotsPipelineTest, RandomFlipLastFillsEverySlotFlippedOrNot) {
-  PipelineSpec unbatched = Spec(10);
-  unbatched.ops.back() = OpSpec{"random_flip", {{"p", 0.5}}};
-  unbatched.options.deterministic = true;
-  const std::vector<Element> samples = Run(unbatched, 1);
-  PipelineSpec spec = unbatched;
-  spec.batch.size = 5;
+  PipelineSpec spec = Spec(10);
+  spec.ops.back() = OpSpec{"random_flip", {{"p", 0.5}}};
+  spec.options.deterministic = true;
   int64_t in_place = -1;
-  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  const std::vector<Element> batches = RunBatched(spec, 5, 1, 10, &in_place);
   ASSERT_EQ(batches.size(), 2u);
-  ExpectBatchesHoldTheSamples(batches, samples, 10);
   EXPECT_EQ(in_place, 2);
   EXPECT_EQ(batches[0].tensors[1].shape(), (Shape{5, 16, 16, 3}));
 }
 
 TEST_F(BatchSlotsPipelineTest, TwoThreadsOutOfTurnStillGiveEachSampleItsOwnRow) {
-  const std::vector<Element> samples = Run(Spec(40), 1);
   PipelineSpec spec = Spec(40);
   spec.options.deterministic = false;  // first finished, first batched
-  spec.batch.size = 4;
-  spec.epochs = 3;  // samples of three epochs, so ids repeat only across epochs
-  PipelineSpec unbatched = spec;
-  unbatched.batch.size = 0;
-  const std::vector<Element> all = Run(unbatched, 1);
+  spec.epochs = 3;                     // samples of three epochs, so ids repeat only across epochs
   int64_t in_place = -1;
-  const std::vector<Element> batches = Run(spec, 2, &in_place);
+  const std::vector<Element> batches = RunBatched(spec, 4, 2, 120, &in_place);
   ASSERT_EQ(batches.size(), 30u);
-  ExpectBatchesHoldTheSamples(batches, all, 120);
   EXPECT_GE(in_place, 0);
   EXPECT_LE(in_place, 30);  // a batch whose samples finished out of turn was copied
-  EXPECT_EQ(samples.size(), 40u);
 }
 
 TEST_F(BatchSlotsPipelineTest, AShuffleBufferBetweenTheMapAndTheBatcherTurnsSlotsOff) {
   PipelineSpec spec = Spec(12);
   spec.shuffle_buffer = 5;
   spec.options.deterministic = true;
-  PipelineSpec unbatched = spec;
-  const std::vector<Element> samples = Run(unbatched, 1);
-  spec.batch.size = 4;
   int64_t in_place = -1;
-  const std::vector<Element> batches = Run(spec, 1, &in_place);
+  const std::vector<Element> batches = RunBatched(spec, 4, 1, 12, &in_place);
   ASSERT_EQ(batches.size(), 3u);
-  ExpectBatchesHoldTheSamples(batches, samples, 12);
   EXPECT_EQ(in_place, 0);
 }
 
