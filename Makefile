@@ -36,7 +36,7 @@ CTEST_ARGS ?=
 # serial), which measure speed, and the deployment checks (label deploy), which check files.
 ASAN_TARGETS := sluice sluice_core_test sluice_ops_test sluice_pipeline_test sluice_rpc_test \
   sluice_policy_test sluice_runtime_test sluice_cli_test sluice_integration_test
-TSAN_TARGETS := sluice_core_test sluice_rpc_test sluice_runtime_test
+TSAN_TARGETS := sluice_core_test sluice_pipeline_test sluice_rpc_test sluice_runtime_test
 SAN_SUPP := $(CURDIR)/scripts/sanitizers
 ASAN_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
   LSAN_OPTIONS=suppressions=$(SAN_SUPP)/lsan.supp:print_suppressions=0 \
@@ -72,7 +72,7 @@ test-asan:
 
 test-tsan:
 	@$(TSAN_ENV) $(MAKE) --no-print-directory test SANITIZE=thread \
-	  TARGETS="$(TSAN_TARGETS)" CTEST_ARGS="-L 'core|rpc|runtime'"
+	  TARGETS="$(TSAN_TARGETS)" CTEST_ARGS="-L 'core|pipeline|rpc|runtime'"
 
 fuzz-build:
 	@$(MAKE) --no-print-directory build SANITIZE=$(FUZZ_SANITIZE) TARGETS=sluice_fuzz
