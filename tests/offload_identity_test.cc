@@ -53,6 +53,32 @@ TEST_F(OffloadIdentityTest, DeterministicRunsAreBitIdenticalForEveryCutAndReadMo
   }
 }
 
+// At cut 4 the trainer's suffix (normalize) writes every sample, received or local, into its
+// batch slot: with one suffix thread and the merge's order, every batch is stacked in place,
+// and the batches are still those of the all-local run, with compression off and on.
+TEST_F(OffloadIdentityTest, ReceivedSamplesAreNormalizedIntoTheirBatchSlots) {
+  auto worker = WorkerProcess::Start(dir_->path(), /*port=*/0, /*threads=*/2);
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = StandardSpec(dir_->path(), /*deterministic=*/true);
+  const std::vector<Element> expected = DrainLocal(spec);
+  ASSERT_EQ(expected.size(), 8u);
+  for (Codec codec : {Codec::kNone, Codec::kLz4}) {
+    const std::string label = absl::StrCat("codec ", static_cast<int>(codec));
+    runtime::LoaderOptions plan = Plan({worker->address()}, /*cut=*/4, /*ratio=*/0.6, nullptr);
+    plan.codec = codec;
+    plan.threads = 1;
+    auto loader = runtime::Loader::Create(spec, plan);
+    ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+    std::vector<Element> got;
+    ASSERT_TRUE(Drain(**loader, &got).ok()) << label;
+    EXPECT_TRUE(SameBatches(expected, got)) << label;
+    const runtime::LoaderReport report = (*loader)->Report();
+    EXPECT_GT(report.workers[0].samples, 0) << label;
+    EXPECT_EQ(report.batches_out, 8) << label;
+    EXPECT_EQ(report.batches_in_place, 8) << label;
+  }
+}
+
 TEST_F(OffloadIdentityTest, FirstComeRunsDeliverTheSameSamplesAsTheLocalRun) {
   auto a = WorkerProcess::Start(dir_->path());
   auto b = WorkerProcess::Start(dir_->path());

@@ -525,6 +525,7 @@ LoaderReport Loader::Report() const {
   }
   r.shuffle_buffer_peak_samples = d.stats->shuffle_buffer_peak_samples.load();
   r.shuffle_buffer_peak_bytes = d.stats->shuffle_buffer_peak_bytes.load();
+  r.batches_in_place = d.stats->batches_in_place.load();
   if (d.local) {
     const pipeline::PipelineStats& stats = *d.stats;
     r.offloaded = false;

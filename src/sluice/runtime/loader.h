@@ -163,6 +163,9 @@ struct LoaderReport {
   int64_t skipped = 0;  // samples dropped under on_error: skip (anywhere)
   int64_t samples_out = 0;
   int64_t batches_out = 0;
+  // Batches stacked without a copy: their samples were written into their slots
+  // (core/batch_slots.h; the suffix's last op, or the local pipeline's).
+  int64_t batches_in_place = 0;
   std::vector<pipeline::OpStatsSnapshot> local_ops;  // what ran in this process
   std::vector<std::string> warnings;                 // the first 100
   // The shuffle buffer's memory (shuffle_buffer): the most samples and payload bytes it
