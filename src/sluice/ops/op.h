@@ -121,6 +121,8 @@ struct OpContext {
     return it == batch_slots.end() ? Tensor::Empty(dtype, std::move(shape))
                                    : it->second->Take(dtype, shape);
   }
+  // Whether NewOutput hands out batch slots for `field`.
+  bool HasBatchSlots(int field) const { return batch_slots.count(field) > 0; }
 };
 
 // How an op relates to image size, for decoders that can decode at reduced resolution.

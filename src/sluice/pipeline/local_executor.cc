@@ -64,7 +64,6 @@ StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const PipelineSpe
   segment.threads = ex->threads_;
   segment.max_buffered_bytes = options.max_buffered_bytes;
   segment.stats = ex->stats_.get();
-  segment.batches_in_place = &ex->stats_->batches_in_place;
   SLUICE_ASSIGN_OR_RETURN(it, AssembleSegment(spec, std::move(it), std::move(segment)));
   ex->ops_ = std::move(built.ops);
   ex->root_ = std::move(it);

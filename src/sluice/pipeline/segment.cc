@@ -42,8 +42,7 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     MapOptions mo;
     mo.threads = std::max(1, options.threads);
     mo.deterministic = options.keep_order && spec.options.deterministic;
-    if (options.batch_slots && batching && spec.shuffle_buffer == 0 &&
-        (!mo.deterministic || mo.threads == 1)) {
+    if (batching && spec.shuffle_buffer == 0 && (!mo.deterministic || mo.threads == 1)) {
       AddBatchSlots(options.output_schema, spec.batch.size, options.stages.back().context);
     }
     mo.on_error = spec.options.on_error;
@@ -70,7 +69,7 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
   }
   if (batching) {
     BatchOptions bo = BatchOptionsOf(spec.batch);
-    bo.in_place = options.batches_in_place;
+    bo.in_place = options.stats != nullptr ? &options.stats->batches_in_place : nullptr;
     SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(bo)));
   }
   if (options.prefetch && spec.prefetch > 0) {

@@ -8,7 +8,6 @@
 #ifndef SLUICE_PIPELINE_SEGMENT_H_
 #define SLUICE_PIPELINE_SEGMENT_H_
 
-#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -40,13 +39,6 @@ struct SegmentOptions {
   // false: the map delivers elements as they finish whatever the spec's `deterministic` (a
   // segment that feeds the merge, which restores the order itself).
   bool keep_order = true;
-  // The last op writes its outputs into their batch's slots (core/batch_slots.h) where the
-  // batcher follows the map directly: batching, no shuffle buffer, and the map's delivery
-  // order is the order samples reach their last op (unordered, or one thread). Off only to
-  // compare.
-  bool batch_slots = true;
-  // Counts the batches stacked without a copy (BatchOptions::in_place). May be null.
-  std::atomic<int64_t>* batches_in_place = nullptr;
 };
 
 // The spec's batching as BatchIterator options.
@@ -54,7 +46,10 @@ BatchOptions BatchOptionsOf(const BatchSpec& batch);
 
 // `input` -> map over options.stages -> [shuffle buffer] -> [batch] -> [prefetch], each only
 // where the spec (and `options`) asks for it. Takes the spec's deterministic and on_error.
-// The batch slots are for the output fields whose shape the schema knows in full.
+// Where the batcher follows the map directly (batching, no shuffle buffer, and the map
+// delivers samples in the order they reach their last op: unordered, or one thread), the
+// last op writes the output fields whose shape the schema knows in full into their batch's
+// slots (core/batch_slots.h), counted in options.stats->batches_in_place.
 StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                     std::unique_ptr<Iterator> input,
                                                     SegmentOptions options);

@@ -198,7 +198,6 @@ Status BuildLocal(Loader::Impl& d, const ops::Registry& registry) {
   segment.threads = d.threads;
   segment.max_buffered_bytes = opt.max_buffered_bytes;
   segment.stats = d.stats.get();
-  segment.batches_in_place = &d.stats->batches_in_place;
   ProgressTracker* progress = &d.progress;
   segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
   SLUICE_ASSIGN_OR_RETURN(it, pipeline::AssembleSegment(spec, std::move(it), std::move(segment)));
@@ -402,7 +401,6 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   segment.threads = d.threads;
   segment.max_buffered_bytes = opt.max_buffered_bytes;
   segment.stats = d.stats.get();
-  segment.batches_in_place = &d.stats->batches_in_place;
   ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
   segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
   segment.shuffle_and_batch = !d.after_batch;  // after the batch cut, batches arrive made

@@ -213,7 +213,7 @@ class RandomFlipOp final : public Op {
     const bool flip = rng.Bernoulli(p_);
     // The last op before the batcher writes every sample into its batch slot (OpContext::
     // NewOutput), one it does not flip too: a sample left out would make its batch a copy.
-    const bool to_slot = ctx.batch_slots.count(image_.index) > 0;
+    const bool to_slot = ctx.HasBatchSlots(image_.index);
     if (!flip && !to_slot) return absl::OkStatus();
     Tensor out = ctx.NewOutput(image_.index, in->dtype(), in->shape());
     if (!flip) {
