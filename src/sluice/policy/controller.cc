@@ -518,31 +518,52 @@ void SetReceiveCost(Costs* costs, double cpu_s_per_byte) {
   }
 }
 
+namespace {
+
+// Sets a receive reading (per element, fitted at `cut`; per payload byte) into `costs` and
+// says what changed, for a decision's reason ("X us per element (was Y)", ...).
+std::vector<std::string> SetReceiveReading(Costs* costs, std::optional<double> cpu_s_per_element,
+                                           std::optional<double> cpu_s_per_byte, int cut) {
+  std::vector<std::string> what;
+  if (cpu_s_per_element.has_value()) {
+    what.push_back(absl::StrCat(Fmt(*cpu_s_per_element * 1e6), " us per element (was ",
+                                Fmt(costs->recv_cpu_s_per_sample * 1e6), ")"));
+    costs->recv_cpu_s_per_sample = *cpu_s_per_element;
+    // Fitted at that cut (an element-wise one: a fit per element is taken only there): what
+    // the model needs to carry it to other cuts.
+    costs->recv_fit_bytes_per_element = BytesAtCut(*costs, cut);
+  }
+  if (cpu_s_per_byte.has_value()) {
+    double before = 0;
+    if (std::optional<CodecCost> none = costs->CostOf(Codec::kNone)) {
+      before = none->trainer_cpu_s_per_byte;
+    }
+    what.push_back(absl::StrCat(Fmt(*cpu_s_per_byte * 1e9), " ns per byte (was ",
+                                Fmt(before * 1e9), ")"));
+    SetReceiveCost(costs, *cpu_s_per_byte);
+    // The bytes' part is measured now: the per-element figure is read per element only.
+    if (!cpu_s_per_element.has_value()) costs->recv_fit_bytes_per_element = 0;
+  }
+  return what;
+}
+
+// The trainer's receive CPU per sample offloaded under `plan`, as `costs` charge it.
+double ReceiveCpuPerSample(const Profile& profile, const Costs& costs, const Plan& plan) {
+  Profile p = profile;
+  p.costs = costs;
+  return Evaluate(p, Candidate{plan.cut, plan.read_mode, plan.codec})
+      .trainer_cpu_s_per_offloaded_sample;
+}
+
+}  // namespace
+
 TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
                                              std::optional<double> cpu_s_per_byte) {
   if (!started_) Start(t_s);
   const Plan was = plan_;
   const Beliefs before = CurrentBeliefs();
-  std::vector<std::string> what;
-  if (cpu_s_per_element.has_value()) {
-    what.push_back(absl::StrCat(Fmt(*cpu_s_per_element * 1e6), " us per element (was ",
-                                Fmt(profile_.costs.recv_cpu_s_per_sample * 1e6), ")"));
-    profile_.costs.recv_cpu_s_per_sample = *cpu_s_per_element;
-    // Fitted at the plan in force's cut (an element-wise one: a fit per element is taken
-    // only there): what the model needs to carry it to other cuts.
-    profile_.costs.recv_fit_bytes_per_element = BytesAtCut(profile_.costs, plan_.cut);
-  }
-  if (cpu_s_per_byte.has_value()) {
-    double before = 0;
-    if (std::optional<CodecCost> none = profile_.costs.CostOf(Codec::kNone)) {
-      before = none->trainer_cpu_s_per_byte;
-    }
-    what.push_back(absl::StrCat(Fmt(*cpu_s_per_byte * 1e9), " ns per byte (was ",
-                                Fmt(before * 1e9), ")"));
-    SetReceiveCost(&profile_.costs, *cpu_s_per_byte);
-    // The bytes' part is measured now: the per-element figure is read per element only.
-    if (!cpu_s_per_element.has_value()) profile_.costs.recv_fit_bytes_per_element = 0;
-  }
+  const std::vector<std::string> what =
+      SetReceiveReading(&profile_.costs, cpu_s_per_element, cpu_s_per_byte, plan_.cut);
   TimelineEntry out;
   Replan(t_s,
          absl::StrCat("receiving, measured on the whole trainer process, costs ",
@@ -550,6 +571,24 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
          /*must_adopt=*/false, &out, &before);
   NoteDecision(was, before, out);
   return out;
+}
+
+std::string Controller::KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading) {
+  if (!lost.offload || (!reading.cpu_s_per_element && !reading.cpu_s_per_byte)) return "";
+  Costs raised = profile_.costs;
+  const std::vector<std::string> what =
+      SetReceiveReading(&raised, reading.cpu_s_per_element, reading.cpu_s_per_byte, lost.cut);
+  // Only a dearer reading explains the loss; a cheaper one is not why the plan lost, and a
+  // belief is not lowered on a plan that measured worse.
+  if (!(ReceiveCpuPerSample(profile_, raised, lost) >
+        ReceiveCpuPerSample(profile_, profile_.costs, lost))) {
+    return "";
+  }
+  profile_.costs = raised;
+  // The all-local plan's own beliefs too: a later return to it restores them.
+  if (Tried* now = Find(plan_)) now->beliefs.profile.costs = raised;
+  return absl::StrCat("; receiving measured ", absl::StrJoin(what, " and "),
+                      " on the whole trainer process while it ran: kept");
 }
 
 TimelineEntry Controller::Observe(const Measurement& m) {
@@ -561,7 +600,8 @@ TimelineEntry Controller::Observe(const Measurement& m) {
   return out;
 }
 
-std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
+std::optional<TimelineEntry> Controller::MaybeRollback(const Measurement& m) {
+  const double t = m.t_s;
   const Tried* better = BetterMeasured();
   if (better == nullptr) return std::nullopt;
   const Tried& cur = tried_[current_];
@@ -575,6 +615,7 @@ std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
   const double back_rate = better->rate.Mean();
   // An offload measured under all-local (even under the start-up's lower bound of it) lost to
   // all-local as surely as in a check: kept with the losses for this world and the next run.
+  const Plan lost = plan_;
   if (plan_.offload && !back.offload) {
     lost_to_local_.push_back(LossOf(plan_, left_rate, back_rate));
   }
@@ -586,13 +627,15 @@ std::optional<TimelineEntry> Controller::MaybeRollback(double t) {
   mismatch_since_.reset();
   stall_since_.reset();
   slow_since_.clear();
+  const std::string kept = back.offload ? "" : KeepReceiveCostOfLoss(lost, m.receive);
   return Record(t, DecisionKind::kRollback,
                 absl::StrCat(left, " measured ", FormatRate(left_rate), " samples/s over ", left_n,
                              " periods, under the ", FormatRate(back_rate), " of ",
-                             plan_.PolicyString(), ": back to it"));
+                             plan_.PolicyString(), ": back to it", kept));
 }
 
-std::optional<TimelineEntry> Controller::MaybeLocalCheck(double t) {
+std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
+  const double t = m.t_s;
   if (!plan_.offload || checking_against_.has_value() || current_ >= tried_.size()) {
     return std::nullopt;
   }
@@ -619,6 +662,7 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(double t) {
     return std::nullopt;
   }
   checking_against_ = plan_;
+  checking_receive_ = m.receive;
   const std::string left = plan_.PolicyString();
   plan_ = local != nullptr ? local->plan : PlanNone(effective_profile(), "all local (a check)");
   last_change_t_ = t;
@@ -649,10 +693,11 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
   if (!(offload_rate > local_rate)) {
     // Measured no better: all-local stays, and the plan is not adopted again in this world.
     lost_to_local_.push_back(LossOf(against, offload_rate, local_rate));
+    const std::string kept = KeepReceiveCostOfLoss(against, checking_receive_);
     return Record(t, DecisionKind::kRollback,
                   absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),
                                " samples/s against ", FormatRate(offload_rate), " for ",
-                               against.PolicyString(), ": all-local stays"));
+                               against.PolicyString(), ": all-local stays", kept));
   }
   ForgetLosses(against);
   local_lost_check_ = true;
@@ -726,9 +771,9 @@ TimelineEntry Controller::Decide(const Measurement& m) {
     if (rate.lower_bound) rate = RateStats{};  // a steady-state reading replaces the bound
     rate.Add(m.samples_per_s);
   }
-  if (std::optional<TimelineEntry> back = MaybeRollback(t)) return *back;
+  if (std::optional<TimelineEntry> back = MaybeRollback(m)) return *back;
   if (std::optional<TimelineEntry> end = MaybeEndLocalCheck(t)) return *end;
-  if (std::optional<TimelineEntry> check = MaybeLocalCheck(t)) return *check;
+  if (std::optional<TimelineEntry> check = MaybeLocalCheck(m)) return *check;
   if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
   for (const WorkerMeasurement& w : m.workers) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;

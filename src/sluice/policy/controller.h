@@ -73,6 +73,14 @@ struct WorkerMeasurement {
   std::vector<OpCost> ops;             // fresh per-op costs measured there (may be empty)
 };
 
+// The trainer's cost of receiving, fitted on the whole process over the settled window of the
+// plan in force (runtime::FitReceiveCost): per element received, fitted at that plan's cut,
+// and per payload byte; either may be absent.
+struct ReceiveReading {
+  std::optional<double> cpu_s_per_element;
+  std::optional<double> cpu_s_per_byte;
+};
+
 struct Measurement {
   double t_s = 0;
   double samples_per_s = 0;                // delivered to the training loop, over the last period
@@ -85,6 +93,10 @@ struct Measurement {
   double trainer_cpu_busy = 0;
   std::vector<WorkerMeasurement> workers;  // the current worker set
   std::vector<OpCost> local_ops;           // fresh per-op costs on the trainer (may be empty)
+  // While offloading, once the plan's streams have settled: what receiving cost over that
+  // window. Used when the plan is left for all-local because it measured worse
+  // (Controller::KeepReceiveCostOfLoss).
+  ReceiveReading receive;
 };
 
 // The planner's options in a closed loop: every plan is measured (a worse one is rolled
@@ -219,13 +231,20 @@ class Controller {
   // A measured plan that beats the one in force (nullptr: none).
   const Tried* BetterMeasured();
   bool MeasuredWorse(const Plan& plan);
-  std::optional<TimelineEntry> MaybeRollback(double t);
+  std::optional<TimelineEntry> MaybeRollback(const Measurement& m);
+  // An offloading plan that measured worse than all-local and was left for it: where the
+  // receive cost measured over its window (`reading`) makes it dearer to receive its samples
+  // than believed, the reading is what explains the loss, and is kept in the beliefs now in
+  // force (the next trial, the next plan and the metric store plan with it). A reading that
+  // makes receiving cheaper is not why the plan lost, and is left. Returns the text for the
+  // decision's reason ("" when nothing was kept).
+  std::string KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading);
   std::optional<TimelineEntry> MaybeTrial(const Measurement& m);
   // The all-local check (docs/policy.md, controller rule 7): an offloading plan whose
   // measured rate does not clearly beat both estimates of all-local's steady rate (the
   // start window's lower bound and the model's prediction) runs all-local for a few
   // periods; the higher measured mean then stays.
-  std::optional<TimelineEntry> MaybeLocalCheck(double t);
+  std::optional<TimelineEntry> MaybeLocalCheck(const Measurement& m);
   std::optional<TimelineEntry> MaybeEndLocalCheck(double t);
 
   TimelineEntry Record(double t, DecisionKind kind, std::string reason);
@@ -265,6 +284,7 @@ class Controller {
   bool world_changed_ = false;
   int trials_ = 0;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
+  ReceiveReading checking_receive_;       // what receiving cost while that plan ran
   // Offloading plans an all-local check measured under all-local, with what the check
   // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
   // workers and budgets (Remember), oldest first.

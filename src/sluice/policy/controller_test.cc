@@ -636,6 +636,126 @@ TEST(ControllerTest, ALossFromAnEarlierRunWithTheseWorkersIsNotTheStart) {
   EXPECT_TRUE(elsewhere.losses().empty());
 }
 
+// random-08-job-m of the randomized suite, as its first run measured it: the M pipeline
+// (read_file 36.5 us for a 243 KB file, decode_wav 3.7 us, pad_or_trim 1.1 us, 32.9 KB
+// of float samples out), 16 a batch, a 0.96-CPU trainer at 19,300 samples/s all-local with
+// a 0.3 ms step (stall 50%), workers of 0.63 and 0.3 CPU on 725 and 331 Mbit links, and
+// receiving believed to cost 0.6 ns a byte (the typical figure).
+Profile JobMProfile() {
+  Profile p;
+  p.costs.ops = {{"read_file", 0, 36.5e-6, 242770},
+                 {"decode_wav", 1, 3.68e-6, 32863},
+                 {"pad_or_trim", 2, 1.15e-6, 32863}};
+  p.costs.source_bytes_per_sample = 100;
+  p.costs.raw_bytes_per_sample = 242770;
+  p.costs.batch_cpu_s_per_sample = 4.9e-6;
+  p.costs.local_cpu_s_per_sample = 2.2e-6;
+  p.costs.recv_cpu_s_per_sample = 5e-6;
+  p.costs.codecs = {{Codec::kNone, 1.0, 0, 0.6e-9, kAnyCut}};
+  p.costs.worker_send_cpu_s_per_byte = 0.6e-9;
+  p.consumer.step_s = 0.3e-3;
+  p.consumer.batch_size = 16;
+  p.consumer.stall_fraction = 0.5;
+  p.trainer_cpu_budget = 0.96;
+  p.workers = {Worker("w0:7700", 0.63, 725e6 / 8), Worker("w1:7700", 0.3, 331e6 / 8)};
+  return p;
+}
+
+// There the model, receiving at 0.6 ns a byte, offloaded a sixth of the batches; the plan
+// measured 16,490 samples/s against all-local's 19,312, and over its window the whole
+// trainer process showed receiving at 2.08 ns a byte. The rollback keeps that reading: with
+// it no offload of this pipeline pays here, so neither the rest of the run nor the next one
+// (planned from the costs the metric store keeps) tries another cut of the same mistake.
+// (Without it, the next two runs tried cut 3 and cut 2 in turn, and each lost as the first
+// had.)
+TEST(ControllerTest, AnOffloadRolledBackKeepsTheReceiveCostItsWindowMeasured) {
+  Controller c(JobMProfile());
+  c.Start(0, 19312);
+  ASSERT_TRUE(c.plan().offload) << c.plan().explanation;
+  const Plan offload = c.plan();
+  TimelineEntry e;
+  int t = 1;
+  for (; t < 20; ++t) {
+    Measurement m = OnPlan(c, t, 0.5, 16490);
+    m.receive.cpu_s_per_byte = 2.08e-9;
+    e = c.Observe(m);
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_FALSE(c.plan().offload);
+  EXPECT_THAT(e.reason, HasSubstr("receiving measured 2.08 ns per byte (was 0.6)"));
+  EXPECT_THAT(e.reason, HasSubstr("kept"));
+  ASSERT_TRUE(c.effective_profile().costs.CostOf(Codec::kNone).has_value());
+  EXPECT_DOUBLE_EQ(c.effective_profile().costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte,
+                   2.08e-9);
+  // The stall lasts and the workers idle: no trial of another cut.
+  for (++t; t < 60; ++t) {
+    const TimelineEntry next = c.Observe(OnPlan(c, t, 0.5, 19312));
+    EXPECT_FALSE(c.plan().offload) << t << ": " << next.reason;
+  }
+  // The next run, from what the store keeps (these costs and the loss): all-local at once.
+  Profile stored = JobMProfile();
+  stored.costs = c.effective_profile().costs;
+  Controller next(stored);
+  next.Remember(c.losses());
+  next.Start(0, 19312);
+  EXPECT_FALSE(next.plan().offload) << next.plan().PolicyString();
+}
+
+// A reading that makes receiving cheaper than believed is not why the plan lost: the plan is
+// rolled back as ever and the belief stays.
+TEST(ControllerTest, AnOffloadRolledBackLeavesACheaperReceiveReading) {
+  Controller c(JobMProfile());
+  c.Start(0, 19312);
+  ASSERT_TRUE(c.plan().offload);
+  TimelineEntry e;
+  for (int t = 1; t < 20; ++t) {
+    Measurement m = OnPlan(c, t, 0.5, 16490);
+    m.receive.cpu_s_per_byte = 0.3e-9;
+    e = c.Observe(m);
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_THAT(e.reason, ::testing::Not(HasSubstr("receiving measured")));
+  EXPECT_DOUBLE_EQ(c.effective_profile().costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte,
+                   0.6e-9);
+}
+
+// The all-local check's loss keeps the reading taken while the offload ran (the check itself
+// runs all-local, with nothing received); one that the check does not confirm is not kept.
+TEST(ControllerTest, AnOffloadThatLosesTheCheckKeepsTheReceiveCostMeasuredBeforeIt) {
+  for (const double local : {1.05, 0.95}) {
+    Controller c(StandardProfile());
+    c.Start(0, 555);
+    const Plan offload = c.plan();
+    ASSERT_TRUE(offload.offload);
+    const double reference = std::max(555.0, offload.predicted_local_samples_per_s);
+    TimelineEntry trial;
+    int t = 1;
+    for (; t < 20; ++t) {
+      Measurement m = OnPlan(c, t, 0.3, 1.01 * reference);
+      m.receive.cpu_s_per_byte = 3e-9;
+      trial = c.Observe(m);
+      if (trial.kind != DecisionKind::kKeep) break;
+    }
+    ASSERT_EQ(trial.kind, DecisionKind::kTrial) << trial.reason;
+    ++t;
+    const TimelineEntry end = UntilDecision(c, &t, 30, local * reference, 0.3);
+    ASSERT_EQ(end.kind, DecisionKind::kRollback) << end.reason;
+    const double believed =
+        c.effective_profile().costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte;
+    if (local > 1) {
+      EXPECT_THAT(end.reason, HasSubstr("all-local stays"));
+      EXPECT_THAT(end.reason, HasSubstr("receiving measured 3 ns per byte (was 1)"));
+      EXPECT_DOUBLE_EQ(believed, 3e-9);
+    } else {
+      EXPECT_THAT(end.reason, HasSubstr("back to it"));
+      EXPECT_THAT(end.reason, ::testing::Not(HasSubstr("receiving measured")));
+      EXPECT_DOUBLE_EQ(believed, 1e-9);
+    }
+  }
+}
+
 // ... and one that measures over all-local's steady rate goes back to offloading, once.
 TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
   Controller c(StandardProfile());

@@ -362,8 +362,15 @@ Status AutoLoader::Observe(int64_t now_ns) {
   // better (policy::Controller's rollback), which needs this one's rate to compare with.
   const bool plan_measured =
       controller_->measured_periods() >= options_.controller.min_measured_periods;
+  // What receiving has cost since the streams settled: the controller keeps it when the plan
+  // measures worse than all-local and is left (the loss's explanation).
+  const std::optional<ReceiveFit> reading = offloaded_ ? MeasuredReceive() : std::nullopt;
+  if (reading.has_value()) {
+    m.receive.cpu_s_per_element = reading->per_element;
+    m.receive.cpu_s_per_byte = reading->per_byte;
+  }
   std::optional<ReceiveFit> measured =
-      receive_recalibrated_ || !plan_measured ? std::nullopt : MeasuredReceive();
+      receive_recalibrated_ || !plan_measured ? std::nullopt : reading;
   bool off = false;
   if (measured.has_value()) {
     const policy::Costs known = controller_->effective_profile().costs;
