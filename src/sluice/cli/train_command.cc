@@ -452,6 +452,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"read_cpu_ns", w.read_cpu_ns},
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
+                         {"bulk", w.bulk},
                          {"failures", w.failures},
                          {"drains", w.drains},
                          {"hangs", w.hangs},

@@ -152,6 +152,15 @@ int WorkerCommand(const std::vector<std::string>& args) {
                   "close a session whose trainer sends nothing for S seconds (0: never)", 0, 86400);
   flags.AddInt("max-pending-streams", &max_pending_streams, "N",
                "streams connected without their Open message yet; one more is refused", 1, 100000);
+  bool no_bulk = false;
+  int64_t bulk_port = 0;
+  flags.AddBool("no-bulk", &no_bulk,
+                "send every payload on the gRPC stream: offer no bulk data channel (a plain TCP "
+                "port beside --listen; never offered with TLS)");
+  flags.AddInt("bulk-port", &bulk_port, "PORT",
+               "the bulk data channel's port on --listen's host (0: a free one, told to each "
+               "trainer)",
+               0, 65535);
   std::string metrics_listen;
   double drain_s = 30;
   bool check_flags = false;
@@ -223,6 +232,8 @@ int WorkerCommand(const std::vector<std::string>& args) {
   options.worker.max_total_bytes = static_cast<size_t>(max_memory_bytes);
   options.worker.session_lease_s = session_lease_s;
   options.max_pending_streams = static_cast<int>(max_pending_streams);
+  options.bulk = !no_bulk;
+  options.bulk_port = static_cast<int>(bulk_port);
   options.worker.log = [](const std::string& message) {
     std::fprintf(stderr, "sluice worker: %s\n", message.c_str());
   };
@@ -257,16 +268,20 @@ int WorkerCommand(const std::vector<std::string>& args) {
   // Serving from before the first line a script waits for: whoever reads "listening on" may
   // probe at once.
   (*server)->MarkStarted();
-  std::printf("listening on %s (sluice %s, %d threads, %s%s)\n", (*server)->address().c_str(),
+  const std::string bulk = (*server)->bulk_port() > 0
+                               ? absl::StrCat(", bulk data on port ", (*server)->bulk_port())
+                               : "";
+  std::printf("listening on %s (sluice %s, %d threads, %s%s%s)\n", (*server)->address().c_str(),
               info.version.c_str(), info.threads,
               options.tls_cert_file.empty() ? "plaintext" : "TLS",
-              options.token.empty() ? "" : ", token required");
+              options.token.empty() ? "" : ", token required", bulk.c_str());
   if (metrics_server != nullptr) {
     std::printf("metrics on http://%s/metrics\n", metrics_server->address().c_str());
   }
   std::fflush(stdout);
   if (!ready_file.empty()) {
     nlohmann::json ready{{"address", (*server)->address()},
+                         {"bulk_port", (*server)->bulk_port()},
                          {"version", info.version},
                          {"threads", info.threads},
                          {"metrics", metrics_server != nullptr ? metrics_server->address() : ""}};

@@ -3,14 +3,15 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
-
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/error_kind.h"
+#include "sluice/rpc/bulk_channel.h"
 #include "sluice/rpc/outgoing_message.h"
 #include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/worker.grpc.pb.h"
@@ -144,6 +146,30 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Takes a chunk's payload out of `msg` for the bulk channel: an in-place chunk keeps its
+// pieces (sent after the message) and says so; a chunk message's payload moves to `payload`
+// and its size to Chunk.bulk_bytes.
+void MoveToBulk(OutgoingMessage* msg, std::string* payload) {
+  if (msg->in_place) {
+    msg->bulk = true;
+    return;
+  }
+  proto::Chunk* c = msg->message.mutable_chunk();
+  *payload = std::move(*c->mutable_payload());
+  c->clear_payload();
+  c->set_bulk_bytes(payload->size());
+}
+
+std::vector<BulkPiece> BulkPieces(const OutgoingMessage& msg, const std::string& payload) {
+  std::vector<BulkPiece> pieces;
+  if (msg.in_place) {
+    for (const PayloadPiece& p : msg.pieces) pieces.push_back({p.data, p.size});
+  } else {
+    pieces.push_back({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
+  }
+  return pieces;
+}
+
 // The Worker service (worker.proto), registered by hand rather than through the generated
 // base class so that Process can have OutgoingMessage as its response type: chunks then go
 // out without copying their payload. The bytes on the wire are those of the proto.
@@ -151,8 +177,10 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
  public:
   using Stream = grpc::ServerReaderWriter<OutgoingMessage, proto::ClientMessage>;
 
-  Impl(WorkerService* service, std::string token, int max_pending, double open_timeout_s)
+  Impl(WorkerService* service, std::string token, int max_pending, double open_timeout_s,
+       std::unique_ptr<BulkListener> bulk)
       : service_(service),
+        bulk_(std::move(bulk)),
         token_(std::move(token)),
         max_pending_(max_pending),
         open_timeout_ns_(static_cast<int64_t>(open_timeout_s * 1e9)) {
@@ -194,6 +222,8 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     std::lock_guard<std::mutex> lock(pending_mu_);
     return static_cast<int>(pending_.size());
   }
+
+  int bulk_port() const { return bulk_ != nullptr ? bulk_->port() : 0; }
 
   // Answers with the bytes asked for, up to the message limit (less room for the framing) and
   // kMaxProbeBytes. The reply is a ProbeResponse on the wire, sent the way chunks are sent:
@@ -307,15 +337,19 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     std::shared_ptr<WorkerSession> session = *std::move(opened);
     // When the lease expires and this handler is stuck (a write to a trainer that stopped
     // reading), the service cancels the call through this; `call` is cleared before ctx goes.
+    // A bulk channel's connection, once taken, is shut down with it (a send blocked on a
+    // trainer that stopped reading returns).
     struct Call {
       std::mutex mu;
       grpc::ServerContext* ctx;
+      int bulk_fd = -1;
     };
     auto call = std::make_shared<Call>();
     call->ctx = ctx;
     session->SetExpiryHook([call] {
       std::lock_guard<std::mutex> lock(call->mu);
       if (call->ctx != nullptr) call->ctx->TryCancel();
+      if (call->bulk_fd >= 0) shutdown(call->bulk_fd, SHUT_RDWR);
     });
     const auto forget_call = [&call] {
       std::lock_guard<std::mutex> lock(call->mu);
@@ -329,8 +363,25 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     op->set_threads(session->info().threads);
     op->set_max_inflight_bytes(session->info().max_inflight_bytes);
     op->set_session_lease_s(session->info().session_lease_s);
+    // The bulk channel, when the trainer asks: chunks go on it once its connection arrives
+    // (those before go on the stream, as without one).
+    std::string bulk_key;
+    int bulk_fd = -1;
+    if (o.bulk() && bulk_ != nullptr) {
+      bulk_key = bulk_->Expect();
+      op->set_bulk_port(static_cast<uint32_t>(bulk_->port()));
+      op->set_bulk_key(bulk_key);
+    }
+    const auto end_bulk = [&] {
+      if (bulk_key.empty()) return;
+      bulk_->Forget(bulk_key);
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (bulk_fd >= 0) close(bulk_fd);
+      call->bulk_fd = bulk_fd = -1;
+    };
     if (!stream->Write(reply)) {
       session->Cancel();
+      end_bulk();
       forget_call();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
     }
@@ -338,6 +389,9 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     std::mutex mu;
     std::condition_variable cv;
     bool reader_done = false;
+    // The trainer's BulkState: 0 not said yet, 1 connected, 2 not. It comes before any split,
+    // so it is known before the first chunk.
+    std::atomic<int> bulk_state{0};
     std::thread reader([&] {
       proto::ClientMessage msg;
       while (stream->Read(&msg)) {
@@ -351,6 +405,8 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
           session->AddCredit(msg.credit().bytes());
         } else if (msg.has_heartbeat()) {
           session->Heartbeat();
+        } else if (msg.has_bulk_state()) {
+          bulk_state.store(msg.bulk_state().connected() ? 1 : 2);
         } else {
           session->Fail(absl::InvalidArgumentError("unexpected message after Open"));
         }
@@ -373,11 +429,35 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
       }
       const bool is_error = out.kind == WorkerOutput::Kind::kError;
       if (is_error) result = ToGrpc(out.error);
+      if (bulk_fd < 0 && !bulk_key.empty() && bulk_state.load() != 0) {
+        // Connected, its hello may still be on its way to the listener: wait for it (bounded;
+        // without it, chunks stay on the stream). Not connected: the stream it is.
+        const int fd =
+            bulk_state.load() == 1 ? bulk_->TakeWithin(bulk_key, kBulkHelloTimeoutS) : -1;
+        if (fd < 0) {
+          bulk_->Forget(bulk_key);
+          bulk_key.clear();
+        }
+        std::lock_guard<std::mutex> lock(call->mu);
+        call->bulk_fd = bulk_fd = fd;
+      }
       OutgoingMessage msg;
       ToOutgoing(out, &msg);
+      // On the bulk channel: the chunk's message first, then its payload, so the trainer
+      // knows whose bytes come next.
+      std::string bulk_payload;
+      const bool via_bulk = bulk_fd >= 0 && out.kind == WorkerOutput::Kind::kChunk;
+      if (via_bulk) MoveToBulk(&msg, &bulk_payload);
       if (!stream->Write(msg)) {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
         break;
+      }
+      if (via_bulk) {
+        if (Status sent = SendAll(bulk_fd, BulkPieces(msg, bulk_payload)); !sent.ok()) {
+          result = grpc::Status(grpc::StatusCode::CANCELLED,
+                                absl::StrCat("the trainer went away: ", sent.message()));
+          break;
+        }
       }
       if (is_error || out.kind == WorkerOutput::Kind::kDrained) {
         last_sent = true;
@@ -393,6 +473,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
       if (!reader_done) ctx->TryCancel();
     }
     reader.join();
+    end_bulk();
     forget_call();
     return result;
   }
@@ -431,6 +512,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
   }
 
   WorkerService* service_;
+  std::unique_ptr<BulkListener> bulk_;  // null: no bulk channel offered
   const std::string token_;
   const int max_pending_;
   const int64_t open_timeout_ns_;
@@ -480,9 +562,18 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
     if (chained) chained();
   };
   server->service_ = std::make_unique<WorkerService>(options.worker);
-  server->impl_ =
-      std::make_unique<Impl>(server->service_.get(), options.token,
-                             std::max(1, options.max_pending_streams), options.open_timeout_s);
+  std::unique_ptr<BulkListener> bulk;
+  if (options.bulk && !tls) {
+    const size_t colon = options.listen.rfind(':');
+    std::string host = options.listen.substr(0, colon == std::string::npos ? 0 : colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    SLUICE_ASSIGN_OR_RETURN(bulk, BulkListener::Start(host, options.bulk_port));
+  }
+  server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token,
+                                         std::max(1, options.max_pending_streams),
+                                         options.open_timeout_s, std::move(bulk));
   const int max_message = static_cast<int>(
       std::min<size_t>(options.worker.max_message_bytes, std::numeric_limits<int>::max()));
   grpc::EnableDefaultHealthCheckService(true);
@@ -572,6 +663,8 @@ std::string GrpcWorkerServer::NotReadyReason() const {
 }
 
 int GrpcWorkerServer::pending_streams() const { return impl_ ? impl_->pending_streams() : 0; }
+
+int GrpcWorkerServer::bulk_port() const { return impl_ ? impl_->bulk_port() : 0; }
 
 void GrpcWorkerServer::Shutdown(double grace_s) {
   {

@@ -85,6 +85,11 @@ struct ServerOptions {
   // 10 s: far above a round trip and a trainer's scheduling delay, yet short enough that
   // idle streams do not pile up.
   double open_timeout_s = 10;
+  // The bulk data channel (rpc/bulk_channel.h): offered to trainers that ask, on `bulk_port`
+  // of the listen address's host (0: a free port, told in each session's Opened). Never with
+  // TLS: its payloads are not encrypted.
+  bool bulk = true;
+  int bulk_port = 0;
   WorkerOptions worker;
 };
 
@@ -107,6 +112,8 @@ class GrpcWorkerServer {
   // host:port as bound (the real port when 0 was asked for).
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The bulk data channel's port; 0 when none is offered (TLS, or turned off).
+  int bulk_port() const;
   WorkerService& service() { return *service_; }
   // Process streams connected that have not sent their Open yet (for monitoring and tests).
   int pending_streams() const;

@@ -158,6 +158,48 @@ INSTANTIATE_TEST_SUITE_P(
                           CodecName(info.param.compression));
     });
 
+// The payloads come on the bulk data channel (rpc/bulk_channel.h) when the worker offers it
+// and the trainer asks, every one of them (the trainer says it connected before its first
+// split), with the same elements as on the stream; a trainer that does not ask, and a
+// worker that does not offer, keep them on the stream.
+TEST_F(GrpcWorkerTest, PayloadsComeOnTheBulkChannelWhereBothSidesTakeIt) {
+  const std::vector<Element> want =
+      test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, kCutAfterBatch);
+  ServerOptions offering;
+  auto server = StartServer(offering);
+  ASSERT_NE(server, nullptr);
+  EXPECT_GT(server->bulk_port(), 0);
+  ServerOptions plain;
+  plain.bulk = false;
+  auto no_bulk = StartServer(plain);
+  ASSERT_NE(no_bulk, nullptr);
+  EXPECT_EQ(no_bulk->bulk_port(), 0);
+  struct Way {
+    GrpcWorkerServer* server;
+    bool ask;
+    bool bulk;
+  };
+  for (const Way& way : {Way{server.get(), true, true}, Way{server.get(), false, false},
+                         Way{no_bulk.get(), true, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "offered " << (way.server == server.get()) << ", asked " << way.ask);
+    ConnectOptions connect = Connect(*way.server);
+    connect.bulk = way.ask;
+    auto stream = RemoteStream::Open(connect, Session(kCutAfterBatch));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    Collected c = Collect(**stream, SendEpoch(**stream, ReadMode::kRemoteRead));
+    ASSERT_TRUE(c.failure.ok()) << c.failure;
+    test::ExpectSameById(want, c.elements);
+    EXPECT_EQ((*stream)->bulk(), way.bulk);
+    if (way.bulk) {
+      // Every payload: all but the chunks' headers.
+      EXPECT_GT((*stream)->bulk_bytes_received(), 0.9 * (*stream)->bytes_received());
+    } else {
+      EXPECT_EQ((*stream)->bulk_bytes_received(), 0);
+    }
+  }
+}
+
 TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
   ServerOptions options;
   options.token = "s3cret-token";
@@ -179,6 +221,8 @@ TEST_F(GrpcWorkerTest, RequiresTheBearerToken) {
   Collected c = Collect(**right, SendEpoch(**right, ReadMode::kRemoteRead));
   EXPECT_TRUE(c.failure.ok()) << c.failure;
   EXPECT_EQ(c.elements.size(), 16u);
+  // Its bulk channel's key came on the authenticated stream.
+  EXPECT_TRUE((*right)->bulk());
 }
 
 TEST_F(GrpcWorkerTest, ServesTlsChecksTheNameAndRejectsAClientWithoutTheCa) {
@@ -197,6 +241,9 @@ TEST_F(GrpcWorkerTest, ServesTlsChecksTheNameAndRejectsAClientWithoutTheCa) {
   ASSERT_TRUE(good.ok()) << good.status();
   Collected c = Collect(**good, SendEpoch(**good, ReadMode::kRemoteRead));
   EXPECT_TRUE(c.failure.ok()) << c.failure;
+  // No bulk data channel beside TLS: its bytes would not be encrypted.
+  EXPECT_EQ(server->bulk_port(), 0);
+  EXPECT_FALSE((*good)->bulk());
 
   // A worker found by name (dns:NAME:PORT) is reached at its address but checked against
   // the name (ConnectOptions::tls_server_name): the certificate names localhost only.

@@ -12,6 +12,7 @@ constexpr uint8_t kWorkerMessageChunk = (2 << 3) | 2;
 constexpr int kChunkSplitId = 1;
 constexpr int kChunkHeader = 2;
 constexpr int kChunkPayload = 3;
+constexpr int kChunkBulkBytes = 4;
 constexpr int kVarint = 0;
 constexpr int kFixed64 = 1;
 constexpr int kLengthDelimited = 2;
@@ -114,10 +115,15 @@ bool ParseChunk(SliceCursor& c, IncomingMessage* out) {
       if (!c.Varint(&n) || n > c.remaining()) return false;
       out->payload = Buffer::Allocate(n);
       if (!c.Copy(out->payload->data(), n)) return false;
+    } else if (field == kChunkBulkBytes && wire_type == kVarint) {
+      if (!c.Varint(&out->bulk_bytes)) return false;
     } else if (!SkipField(c, wire_type)) {
       return false;
     }
   }
+  // A payload on the bulk channel is read there (the stream's reader fills `payload`); one
+  // announced there and sent here as well is not a chunk this trainer can take.
+  if (out->bulk_bytes > 0) return out->payload == nullptr;
   if (out->payload == nullptr) out->payload = Buffer::Allocate(0);
   return true;
 }
@@ -130,6 +136,7 @@ void IncomingMessage::Clear() {
   split_id = 0;
   header.clear();
   payload.reset();
+  bulk_bytes = 0;
 }
 
 bool ParseIncoming(grpc::ByteBuffer* buffer, IncomingMessage* out) {

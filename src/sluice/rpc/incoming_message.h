@@ -29,7 +29,10 @@ struct IncomingMessage {
   bool is_chunk = false;
   uint64_t split_id = 0;
   std::string header;
-  std::shared_ptr<Buffer> payload;
+  std::shared_ptr<Buffer> payload;  // null while bulk_bytes > 0
+  // > 0: the payload, this many bytes, is to be read from the bulk data channel
+  // (rpc/bulk_channel.h).
+  uint64_t bulk_bytes = 0;
 
   void Clear();
 };

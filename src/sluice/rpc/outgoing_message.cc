@@ -13,6 +13,7 @@ constexpr uint8_t kWorkerMessageChunk = (2 << 3) | 2;
 constexpr uint8_t kChunkSplitId = (1 << 3) | 0;
 constexpr uint8_t kChunkHeader = (2 << 3) | 2;
 constexpr uint8_t kChunkPayload = (3 << 3) | 2;
+constexpr uint8_t kChunkBulkBytes = (4 << 3) | 0;
 
 size_t VarintSize(uint64_t v) {
   size_t n = 1;
@@ -38,8 +39,9 @@ void ReleaseOwner(void* owner) { delete static_cast<std::shared_ptr<Buffer>*>(ow
 bool SerializeOutgoing(const OutgoingMessage& m, grpc::ByteBuffer* out) {
   size_t payload_size = 0;
   for (const PayloadPiece& p : m.pieces) payload_size += p.size;
+  const size_t inline_payload = m.bulk ? 0 : payload_size;
   const size_t chunk_size = 1 + VarintSize(m.split_id) + 1 + VarintSize(m.header.size()) +
-                            m.header.size() + 1 + VarintSize(payload_size) + payload_size;
+                            m.header.size() + 1 + VarintSize(payload_size) + inline_payload;
   const size_t total = 1 + VarintSize(chunk_size) + chunk_size;
   if (total > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return false;
 
@@ -52,8 +54,14 @@ bool SerializeOutgoing(const OutgoingMessage& m, grpc::ByteBuffer* out) {
   prefix.push_back(static_cast<char>(kChunkHeader));
   AppendVarint(&prefix, m.header.size());
   prefix.append(m.header);
-  prefix.push_back(static_cast<char>(kChunkPayload));
+  prefix.push_back(static_cast<char>(m.bulk ? kChunkBulkBytes : kChunkPayload));
   AppendVarint(&prefix, payload_size);
+  if (m.bulk) {
+    grpc::Slice only(prefix.data(), prefix.size());
+    grpc::ByteBuffer buffer(&only, 1);
+    out->Swap(&buffer);
+    return true;
+  }
 
   std::vector<grpc::Slice> slices;
   slices.reserve(1 + m.pieces.size());

@@ -34,6 +34,9 @@ struct OutgoingMessage {
   uint64_t split_id = 0;
   std::string header;
   std::vector<PayloadPiece> pieces;
+  // The pieces go on the bulk data channel (rpc/bulk_channel.h): the message carries
+  // Chunk.bulk_bytes, their size, in place of the payload.
+  bool bulk = false;
 };
 
 // Serializes `m` into `out` (slices as described above). Returns false for a message over

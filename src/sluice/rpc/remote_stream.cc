@@ -1,9 +1,10 @@
 #include "sluice/rpc/remote_stream.h"
 
-#include <pthread.h>
-
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "sluice/core/clock.h"
+#include "sluice/rpc/bulk_channel.h"
 #include "sluice/rpc/credit.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/incoming_message.h"
@@ -131,6 +133,7 @@ class GrpcRemoteStream final : public RemoteStream {
   ~GrpcRemoteStream() override {
     Cancel();
     if (reader_.joinable()) reader_.join();
+    if (bulk_fd_ >= 0) close(bulk_fd_);
   }
 
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
@@ -154,6 +157,8 @@ class GrpcRemoteStream final : public RemoteStream {
     open->set_max_message_bytes(connect.max_message_bytes);
     open->set_weight(session.weight);
     open->set_client_id(ProcessClientId());
+    // Payloads on the bulk channel: not encrypted, so never under TLS.
+    open->set_bulk(connect.bulk && !tls_.tls);
     IncomingMessage incoming;
     // The stream has no deadline (it lasts the session), so the answer to Open is bounded
     // here: a worker that stops between GetInfo and Opened would otherwise hold this call
@@ -209,6 +214,24 @@ class GrpcRemoteStream final : public RemoteStream {
                                 ? reply.opened().max_inflight_bytes()
                                 : session.max_inflight_bytes;
     credit_ = CreditBatcher(window);
+    max_receive_ = connect.max_message_bytes;
+    // The bulk channel, where offered. Not reaching it is no failure: the worker sends on the
+    // stream until a connection with the key arrives, so without one every chunk comes
+    // there as it did without the channel.
+    if (reply.opened().bulk_port() > 0 && reply.opened().bulk_key().size() == kBulkKeyBytes) {
+      if (std::optional<std::string> host = HostOfAddress(connect.address)) {
+        StatusOr<int> fd = ConnectBulk(*host, static_cast<int>(reply.opened().bulk_port()),
+                                       reply.opened().bulk_key());
+        if (fd.ok()) bulk_fd_ = *fd;
+      }
+      // Before any split: the worker then knows, at its first chunk, where payloads go.
+      proto::ClientMessage state;
+      state.mutable_bulk_state()->set_connected(bulk_fd_ >= 0);
+      if (!stream_->Write(state)) {
+        ctx_.TryCancel();
+        return WorkerError(info_.address, stream_->Finish(), tls_);
+      }
+    }
     reader_ = std::thread([this] { ReadLoop(); });
     pthread_setname_np(reader_.native_handle(), "sluice-recv");
     return absl::OkStatus();
@@ -275,8 +298,13 @@ class GrpcRemoteStream final : public RemoteStream {
       }
     }
     ctx_.TryCancel();
+    // A read blocked on the bulk channel returns (bulk_fd_ is set before the reader starts
+    // and closed only after it ended).
+    if (bulk_fd_ >= 0) shutdown(bulk_fd_, SHUT_RDWR);
   }
 
+  bool bulk() const override { return bulk_fd_ >= 0; }
+  int64_t bulk_bytes_received() const override { return bulk_bytes_received_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t read_cpu_ns() const override { return read_cpu_ns_.load(); }
   int64_t decode_cpu_ns() const override { return decode_cpu_ns_.load(); }
@@ -344,6 +372,26 @@ class GrpcRemoteStream final : public RemoteStream {
     }
   }
 
+  // A chunk's payload of `n` bytes from the bulk channel, into a buffer of its own.
+  Status ReadBulk(uint64_t n, std::shared_ptr<Buffer>* payload) {
+    if (bulk_fd_ < 0) {
+      return absl::DataLossError(absl::StrCat("worker ", info_.address,
+                                              " sent a chunk's payload on a bulk data channel "
+                                              "this stream did not connect"));
+    }
+    if (max_receive_ > 0 && n > max_receive_) {
+      return absl::DataLossError(absl::StrCat("worker ", info_.address, " announced a chunk of ", n,
+                                              " bytes, over the ", max_receive_,
+                                              "-byte message limit"));
+    }
+    *payload = Buffer::Allocate(n);
+    if (Status s = RecvAll(bulk_fd_, (*payload)->data(), n); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("worker ", info_.address, ": ", s.message()));
+    }
+    bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
   void ReadLoop() {
     std::thread writer([this] { WriteLoop(); });
     pthread_setname_np(writer.native_handle(), "sluice-send");
@@ -356,6 +404,16 @@ class GrpcRemoteStream final : public RemoteStream {
       read_cpu_ns_.fetch_add(read_end - cpu, std::memory_order_relaxed);
       cpu = read_end;
       if (incoming.is_chunk) {
+        if (incoming.bulk_bytes > 0) {
+          if (Status got = ReadBulk(incoming.bulk_bytes, &incoming.payload); !got.ok()) {
+            Fail(std::move(got));
+            ctx_.TryCancel();
+            break;
+          }
+          const int64_t bulk_end = ThreadCpuNanos();
+          read_cpu_ns_.fetch_add(bulk_end - cpu, std::memory_order_relaxed);
+          cpu = bulk_end;
+        }
         StreamEvent e;
         e.kind = StreamEvent::Kind::kElements;
         e.split_id = incoming.split_id;
@@ -461,6 +519,9 @@ class GrpcRemoteStream final : public RemoteStream {
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> read_cpu_ns_{0};
   std::atomic<int64_t> decode_cpu_ns_{0};
+  int bulk_fd_ = -1;  // the bulk data channel; set in Start, before the threads
+  std::atomic<int64_t> bulk_bytes_received_{0};
+  size_t max_receive_ = 0;  // the largest payload taken (0: no limit)
 
   std::mutex mu_;
   std::condition_variable events_cv_;  // NextFor waits here for events_ (or a failure)

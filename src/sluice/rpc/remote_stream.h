@@ -52,6 +52,9 @@ struct ConnectOptions {
   std::string tls_server_name;
   double connect_timeout_s = 5;
   size_t max_message_bytes = 64 << 20;
+  // Take the chunks' payloads on the worker's bulk data channel where it offers one
+  // (rpc/bulk_channel.h); never asked for with TLS.
+  bool bulk = true;
 };
 
 // This process's id as a worker's client: random, drawn once per process, sent with GetInfo
@@ -197,6 +200,10 @@ class RemoteStream {
   // The worker's session lease (0: none) and the heartbeats sent so far.
   virtual double session_lease_s() const = 0;
   virtual int64_t heartbeats_sent() const = 0;
+  // Whether the payloads come on a bulk data channel (rpc/bulk_channel.h).
+  virtual bool bulk() const { return false; }
+  // Of bytes_received(), the payload bytes read from the bulk data channel.
+  virtual int64_t bulk_bytes_received() const { return 0; }
 };
 
 }  // namespace sluice::rpc

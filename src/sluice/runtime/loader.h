@@ -138,6 +138,9 @@ struct WorkerReport {
   // Streams the worker ended by draining (shutting down gracefully): not failures.
   int64_t drains = 0;
   bool draining = false;           // now: its stream says it is draining
+  // Its stream's payloads come on a bulk data channel (rpc/bulk_channel.h): now, or when it
+  // last had a stream.
+  bool bulk = false;
   int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;

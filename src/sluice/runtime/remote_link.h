@@ -78,6 +78,7 @@ class RemoteLink {
     r.failures = failures_;
     r.drains = drains_;
     r.draining = draining_;
+    r.bulk = stream_ != nullptr ? stream_->bulk() : last_bulk_;
     r.hangs = hangs_;
     r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
@@ -173,6 +174,7 @@ class RemoteLink {
         std::lock_guard<std::mutex> lock(mu_);
         past_read_cpu_ns_ += stream->read_cpu_ns();
         past_decode_cpu_ns_ += stream->decode_cpu_ns();
+        last_bulk_ = stream->bulk();
         stream_.reset();
         connected_ = false;
         draining_ = false;
@@ -394,6 +396,7 @@ class RemoteLink {
   // Receive-side CPU of the streams that ended (RemoteStream::read_cpu_ns/decode_cpu_ns).
   int64_t past_read_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t past_decode_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool last_bulk_ ABSL_GUARDED_BY(mu_) = false;  // the last stream's RemoteStream::bulk()
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
