@@ -3,8 +3,12 @@
 // sample exactly once; once it answers again (SIGCONT) it is used again. The worker is slowed
 // by a read limit so that it holds work whenever it is stopped: the tests synchronise on what
 // the processes report, never on how fast the machine is.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <set>
@@ -210,6 +214,24 @@ TEST_F(OffloadLivenessTest, WorkerWithAMismatchedTlsKeyNamesTheFiles) {
   EXPECT_THAT(r.err,
               HasSubstr(absl::StrCat("sluice train: --tls-key ", key,
                                      " does not match the certificate in --tls-cert ", cert)));
+}
+
+// --bulk-port on a port another process holds: the worker says which and does not serve.
+TEST_F(OffloadLivenessTest, WorkerWithABulkPortInUseSaysWhich) {
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t len = sizeof a;
+  getsockname(holder, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  Result r = RunSluice({"worker", "--listen", "127.0.0.1:0", "--bulk-port", port}, dir_->path());
+  close(holder);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("cannot listen for bulk data on 127.0.0.1:" + port));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("listening on")));
 }
 
 // --ready-file: the worker writes the address it bound (the port chosen under port 0) once it
