@@ -40,6 +40,8 @@ inline constexpr size_t kBulkKeyBytes = 32;
 // How long the worker waits for a new connection's hello, and the trainer for its connect:
 // a round trip on any link the planner would offload over, with room for a loaded machine.
 inline constexpr double kBulkHelloTimeoutS = 2.0;
+// RecvAll asks the kernel to wake it once this much of a payload has arrived (SO_RCVLOWAT).
+inline constexpr size_t kBulkWakeBytes = 1 << 20;
 
 // The worker's side: listens for bulk connections and hands each to the session whose key
 // it presents.
