@@ -27,6 +27,15 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
   return out;
 }
 
+// `bytes` as a byte buffer cut into slices of `slice` bytes.
+grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += slice) {
+    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
 std::vector<Element> Samples(int n, int64_t floats) {
   std::vector<Element> elements;
   for (int i = 0; i < n; ++i) {
@@ -77,6 +86,53 @@ TEST(OutgoingMessageTest, InPlaceChunkIsTheProtobufEncoding) {
   }
 }
 
+// With the bulk data channel the message is the chunk with its payload's size in
+// Chunk.bulk_bytes and no payload, in the protobuf encoding; the trainer's parse says how many
+// bytes to read from the channel and leaves the payload to that read.
+TEST(OutgoingMessageTest, ABulkChunkCarriesThePayloadsSizeInsteadOfIt) {
+  for (int64_t floats : {3, 5000, 40000}) {
+    std::vector<Element> elements = Samples(3, floats);
+    auto in_place = EncodeElementsInPlace(elements);
+    ASSERT_TRUE(in_place.ok());
+    OutgoingMessage m;
+    m.in_place = true;
+    m.bulk = true;
+    m.split_id = 42;
+    m.header = in_place->header;
+    m.pieces = in_place->pieces;
+    grpc::ByteBuffer buffer;
+    ASSERT_TRUE(SerializeOutgoing(m, &buffer));
+    const std::string bytes = Flatten(buffer);
+    proto::WorkerMessage expected;
+    expected.mutable_chunk()->set_split_id(42);
+    expected.mutable_chunk()->set_header(in_place->header);
+    expected.mutable_chunk()->set_bulk_bytes(in_place->FlattenPayload().size());
+    EXPECT_EQ(bytes, expected.SerializeAsString()) << floats << " floats";
+
+    grpc::ByteBuffer again = Sliced(bytes, 5);
+    IncomingMessage in;
+    ASSERT_TRUE(ParseIncoming(&again, &in));
+    EXPECT_TRUE(in.is_chunk);
+    EXPECT_EQ(in.split_id, 42u);
+    EXPECT_EQ(in.header, in_place->header);
+    EXPECT_EQ(in.bulk_bytes, in_place->FlattenPayload().size());
+    EXPECT_EQ(in.payload, nullptr);  // read from the channel by the stream's reader
+  }
+}
+
+// A chunk that says its payload is on the bulk channel and also carries one is not a chunk
+// this trainer takes (a worker would never send it).
+TEST(IncomingMessageTest, RejectsAChunkWithItsPayloadBothInlineAndOnTheBulkChannel) {
+  proto::WorkerMessage m;
+  m.mutable_chunk()->set_split_id(1);
+  m.mutable_chunk()->set_header("hdr");
+  m.mutable_chunk()->set_payload(std::string(100, 'x'));
+  m.mutable_chunk()->set_bulk_bytes(100);
+  grpc::ByteBuffer buffer = Sliced(m.SerializeAsString(), 16);
+  IncomingMessage in;
+  EXPECT_FALSE(ParseIncoming(&buffer, &in));
+}
+
 TEST(OutgoingMessageTest, PiecesKeepTheirTensorsAliveUntilTheBufferGoes) {
   std::vector<Element> elements = Samples(1, 1000);
   std::weak_ptr<Buffer> pixels = elements[0].tensors[0].buffer();
@@ -105,15 +161,6 @@ TEST(OutgoingMessageTest, AProtoMessageIsSerializedAsItIs) {
   bool own = false;
   ASSERT_TRUE(grpc::SerializationTraits<OutgoingMessage>::Serialize(m, &buffer, &own).ok());
   EXPECT_EQ(Flatten(buffer), m.message.SerializeAsString());
-}
-
-// `bytes` as a byte buffer cut into slices of `slice` bytes.
-grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
-  std::vector<grpc::Slice> slices;
-  for (size_t at = 0; at < bytes.size(); at += slice) {
-    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
-  }
-  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 TEST(IncomingMessageTest, ParsesAChunkHoweverItIsSliced) {
