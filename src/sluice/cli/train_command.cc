@@ -365,6 +365,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (const runtime::WorkerReport& w : report.workers) {
     absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
                     ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
+                    w.bulk ? " on the bulk channel" : "",
                     w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "",
                     w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "",
                     w.drains == 1  ? ", drained"
