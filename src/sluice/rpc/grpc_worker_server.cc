@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -563,13 +564,10 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   };
   server->service_ = std::make_unique<WorkerService>(options.worker);
   std::unique_ptr<BulkListener> bulk;
-  if (options.bulk && !tls) {
-    const size_t colon = options.listen.rfind(':');
-    std::string host = options.listen.substr(0, colon == std::string::npos ? 0 : colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    SLUICE_ASSIGN_OR_RETURN(bulk, BulkListener::Start(host, options.bulk_port));
+  // On the listen address's host; a gRPC target that is not host:port (unix:...) gets none.
+  const std::optional<std::string> bulk_host = HostOfAddress(options.listen);
+  if (options.bulk && !tls && bulk_host.has_value()) {
+    SLUICE_ASSIGN_OR_RETURN(bulk, BulkListener::Start(*bulk_host, options.bulk_port));
   }
   server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token,
                                          std::max(1, options.max_pending_streams),
