@@ -320,19 +320,33 @@ Status SendAll(int fd, const std::vector<BulkPiece>& pieces) {
 
 Status RecvAll(int fd, uint8_t* out, size_t n) {
   size_t got = 0;
+  int lowat = 0;
   while (got < n) {
     // Woken once this much has arrived, not for every segment: a 38 MB batch had woken the
     // reader about 3.6 times a sample. Never more than what is still to come, so the wake
-    // always comes (the end of the stream wakes it too).
-    const int lowat = static_cast<int>(std::min<size_t>(n - got, kBulkWakeBytes));
-    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
-    const ssize_t r = recv(fd, out + got, n - got, MSG_WAITALL);
+    // always comes (the end of the stream wakes it too). The wait is a poll, and the read
+    // takes what is there without waiting: the kernel wakes a reader only when the bytes
+    // queued reach the mark, so a recv that had already copied part of a payload and slept
+    // for the rest could sleep forever once less than the mark was left to come (a 38 MB
+    // batch's last 161 KB sat queued until the trainer gave the worker up as hung).
+    const int want = static_cast<int>(std::min<size_t>(n - got, kBulkWakeBytes));
+    if (want != lowat) {
+      lowat = want;
+      setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("the bulk data channel failed after ", got, " of ",
+                                                 n, " bytes: ", ErrnoText(errno)));
+    }
+    const ssize_t r = recv(fd, out + got, n - got, MSG_DONTWAIT);
     if (r > 0) {
       got += static_cast<size_t>(r);
     } else if (r == 0) {
       return absl::UnavailableError(
           absl::StrCat("the bulk data channel closed after ", got, " of ", n, " bytes"));
-    } else if (errno != EINTR) {
+    } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
       return absl::UnavailableError(absl::StrCat("the bulk data channel failed after ", got, " of ",
                                                  n, " bytes: ", ErrnoText(errno)));
     }

@@ -4,10 +4,13 @@
 #include "sluice/rpc/bulk_channel.h"
 
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -76,6 +79,54 @@ TEST(BulkChannelTest, AConnectionPresentingItsKeyIsHandedToItsSessionOnce) {
   sender.join();
   EXPECT_TRUE(got == want);
   EXPECT_EQ(l->refused(), 0);
+  close(worker);
+  close(*trainer);
+}
+
+// A payload whose last part arrives after the reader has taken the first is read whole: the
+// kernel wakes a reader only when the bytes queued reach its wake mark (SO_RCVLOWAT), so a
+// read that had taken part of a payload and slept for the rest with the mark at a MiB slept
+// on with the last quarter MiB queued (a 38 MB batch's last 161 KB sat there until the
+// trainer gave the worker up as hung, 10 s later).
+TEST(BulkChannelTest, APayloadsLastPartUnderTheWakeMarkIsRead) {
+  auto l = Listen();
+  ASSERT_NE(l, nullptr);
+  const std::string key = l->Expect();
+  auto trainer = ConnectBulk("127.0.0.1", l->port(), key);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const int worker = l->TakeWithin(key, 10);
+  ASSERT_GE(worker, 0);
+  const size_t first = kBulkWakeBytes + kBulkWakeBytes / 4;
+  const size_t last = kBulkWakeBytes / 4;
+  std::string want(first + last, '\0');
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<char>(i * 7);
+  std::string got(want.size(), '\0');
+  std::atomic<bool> done{false};
+  Status read;
+  std::thread reader([&] {
+    read = RecvAll(*trainer, reinterpret_cast<uint8_t*>(got.data()), got.size());
+    done = true;
+  });
+  const auto* bytes = reinterpret_cast<const uint8_t*>(want.data());
+  ASSERT_TRUE(SendAll(worker, {{bytes, first}}).ok());
+  // The first part delivered and at least a MiB of it taken (what the first wake takes):
+  // under a quarter MiB is left queued, so the last quarter cannot lift the queue to a MiB.
+  for (int i = 0; i < 10000; ++i) {
+    int unsent = 0;
+    int queued = 0;
+    ioctl(worker, SIOCOUTQ, &unsent);
+    ioctl(*trainer, FIONREAD, &queued);
+    if (unsent == 0 && static_cast<size_t>(queued) <= last) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(SendAll(worker, {{bytes + first, last}}).ok());
+  for (int i = 0; i < 20000 && !done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(done) << "the last " << last << " bytes were never read";
+  if (!done) shutdown(*trainer, SHUT_RDWR);  // releases the reader
+  reader.join();
+  EXPECT_TRUE(read.ok()) << read;
+  EXPECT_TRUE(got == want);
   close(worker);
   close(*trainer);
 }
