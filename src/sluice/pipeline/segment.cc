@@ -42,8 +42,10 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     MapOptions mo;
     mo.threads = std::max(1, options.threads);
     mo.deterministic = options.keep_order && spec.options.deterministic;
-    if (batching && spec.shuffle_buffer == 0 && (!mo.deterministic || mo.threads == 1)) {
-      AddBatchSlots(options.output_schema, spec.batch.size, options.stages.back().context);
+    const int64_t slots_size =
+        batching && spec.shuffle_buffer == 0 ? spec.batch.size : options.batch_slots_size;
+    if (slots_size > 0 && (!mo.deterministic || mo.threads == 1)) {
+      AddBatchSlots(options.output_schema, slots_size, options.stages.back().context);
     }
     mo.on_error = spec.options.on_error;
     mo.max_buffered_bytes = budget / 4;

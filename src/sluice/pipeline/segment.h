@@ -39,6 +39,11 @@ struct SegmentOptions {
   // false: the map delivers elements as they finish whatever the spec's `deterministic` (a
   // segment that feeds the merge, which restores the order itself).
   bool keep_order = true;
+  // The segment's samples go straight to a batcher outside it that stacks them in the order
+  // they come (the trainer's after-batch cut, runtime/split_source.h's SplitBatcher): its
+  // last op writes into batch slots as a segment that batches does, under the same order
+  // condition. Batches of `batch_slots_size` samples; 0: none.
+  int64_t batch_slots_size = 0;
 };
 
 // The spec's batching as BatchIterator options.
@@ -49,7 +54,8 @@ BatchOptions BatchOptionsOf(const BatchSpec& batch);
 // Where the batcher follows the map directly (batching, no shuffle buffer, and the map
 // delivers samples in the order they reach their last op: unordered, or one thread), the
 // last op writes the output fields whose shape the schema knows in full into their batch's
-// slots (core/batch_slots.h), counted in options.stats->batches_in_place.
+// slots (core/batch_slots.h), counted in options.stats->batches_in_place; so does a segment
+// whose samples a batcher outside it takes as they come (options.batch_slots_size).
 StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                     std::unique_ptr<Iterator> input,
                                                     SegmentOptions options);

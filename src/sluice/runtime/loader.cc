@@ -355,9 +355,11 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   // The local prefix.
   if (d.after_batch) {
     Impl* loader = &d;
+    pipeline::BatchOptions local_batches = batch_options;
+    local_batches.in_place = &d.stats->batches_in_place;
     d.batcher = std::make_unique<SplitBatcher>(
         d.merge.get(), [loader](SampleId id) { loader->SkipSample(id); },
-        SchemaAfter(d.built, d.prefix_end), batch_options);
+        SchemaAfter(d.built, d.prefix_end), local_batches);
   }
   std::unique_ptr<pipeline::Iterator> prefix =
       std::make_unique<SplitSource>(d.coordinator.get(), d.files, d.with_label, d.batcher.get());
@@ -388,6 +390,9 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     segment.shuffle_and_batch = false;  // the prefix feeds the merge, which orders
     segment.prefetch = false;
     segment.keep_order = false;
+    // After the batch cut the batcher stacks the local samples as the map delivers them:
+    // they are written into their batch's slots, as all-local's are.
+    if (d.after_batch) segment.batch_slots_size = spec.batch.size;
     SLUICE_ASSIGN_OR_RETURN(prefix, pipeline::AssembleSegment(spec, std::move(prefix),
                                                               std::move(segment)));
   }
