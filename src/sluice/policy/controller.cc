@@ -224,6 +224,22 @@ std::vector<MeasuredLoss> Controller::losses() const {
     std::erase_if(out, [&l](const MeasuredLoss& o) { return SameShape(o.plan, l.plan); });
     out.push_back(l);
   }
+  // A check the run ended in: the plan's measured rate against the higher of the all-local
+  // rate it did not clearly beat and what all-local measured in the check so far.
+  if (checking_against_.has_value() && current_ < tried_.size()) {
+    const Tried* offload = nullptr;
+    for (const Tried& t : tried_) {
+      if (SamePlacement(t.plan, *checking_against_)) offload = &t;
+    }
+    if (offload != nullptr && offload->rate.n > 0) {
+      const Tried& local = tried_[current_];
+      const double local_rate = std::max(
+          checking_reference_, !local.plan.offload && local.rate.n > 0 ? local.rate.Mean() : 0);
+      const MeasuredLoss loss = LossOf(*checking_against_, offload->rate.Mean(), local_rate);
+      std::erase_if(out, [&loss](const MeasuredLoss& o) { return SameShape(o.plan, loss.plan); });
+      out.push_back(loss);
+    }
+  }
   return out;
 }
 
@@ -663,6 +679,7 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   }
   checking_against_ = plan_;
   checking_receive_ = m.receive;
+  checking_reference_ = reference;
   const std::string left = plan_.PolicyString();
   plan_ = local != nullptr ? local->plan : PlanNone(effective_profile(), "all local (a check)");
   last_change_t_ = t;

@@ -170,7 +170,9 @@ class Controller {
   // The first plan and every later one skip a shape they rule out (MeasuredWorse's rule).
   void Remember(const std::vector<MeasuredLoss>& earlier);
   // The losses to keep for the next run: the remembered ones this run did not contradict and
-  // this run's, the newest last.
+  // this run's, the newest last. An all-local check still running (the run ended first)
+  // counts as lost: its plan measured no clear gain over all-local, and a next run does not
+  // start on a plan that has not shown one (docs/policy.md, rule 7).
   std::vector<MeasuredLoss> losses() const;
 
   const Plan& plan() const { return plan_; }
@@ -285,6 +287,7 @@ class Controller {
   int trials_ = 0;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
   ReceiveReading checking_receive_;       // what receiving cost while that plan ran
+  double checking_reference_ = 0;         // the all-local rate it did not clearly beat
   // Offloading plans an all-local check measured under all-local, with what the check
   // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
   // workers and budgets (Remember), oldest first.
