@@ -212,10 +212,10 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
   std::string rounded;
-  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound &&
-      plan.ratio >= options.full_offload_above) {
+  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound) {
     // Spill-over would hand the trainer local samples whenever its executor is idle, and each
-    // costs it more CPU than the receive it displaces: it keeps to the model's share.
+    // costs it more CPU than the receive it displaces: it keeps to the model's share, at any
+    // ratio (PlannerOptions::strict_local_share_when_trainer_bound).
     plan.local_spill_over = false;
     rounded = absl::StrFormat(
         "the trainer keeps to its %.0f%% (spill=workers): its CPU is the limit, and a local "

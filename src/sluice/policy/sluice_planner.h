@@ -40,13 +40,13 @@ struct PlannerOptions {
   // Not 1: a local share of exactly 0 means "never here" to the coordinator, which would
   // leave a trainer idle behind a worker slower than planned (slow storage, say).
   double full_offload_ratio = 0.99;
-  // When the trainer's CPU is what binds (Evaluation::trainer_bound) and the ratio is at
-  // least full_offload_above, the plan keeps the model's ratio and the trainer keeps to its
-  // share (Plan::local_spill_over false) instead of the rounding above: spill-over handed
-  // such a trainer local samples whenever its executor was idle (30-40% of the samples at
-  // ratio 0.99 on the testbed), each costing it about three receives. Under that ratio the
-  // trainer's own share is large, and spill-over is what covers a worker the model overrates
-  // (image-7to7: 843 samples/s with it, 630 without).
+  // When the trainer's CPU is what binds (Evaluation::trainer_bound), at any ratio, the plan
+  // keeps the model's ratio and the trainer keeps to its share (Plan::local_spill_over false)
+  // instead of the rounding above: spill-over handed such a trainer local samples whenever
+  // its executor was idle (30-40% of the samples at ratio 0.99 on the testbed), each costing
+  // it more than the receive it displaced, and a trainer busy on them read the workers'
+  // streams late, which kept them at their split cap and fed the spill (unequal-workers, cut
+  // 2 at 0.81: 2,239 samples/s with spill-over, 2,488 without; docs/policy.md, rule 4).
   bool strict_local_share_when_trainer_bound = true;
   // Candidates not to pick, each with the reason shown for it in the candidate table
   // (the controller's: a shape an all-local check measured no faster than all-local).

@@ -19,6 +19,7 @@ PlannerOptions Exact() {
   o.demand_headroom = 0;
   o.tie_tolerance = 0;
   o.full_offload_above = 1;  // the model's own ratio
+  o.strict_local_share_when_trainer_bound = false;  // and the default spill-over
   return o;
 }
 
@@ -168,6 +169,26 @@ TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   EXPECT_NEAR(spilled.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
   spill.full_offload_above = 1;
   EXPECT_LT(PlanSluice(StandardProfile(), spill).ratio, 0.93);
+}
+
+// At any ratio: with a 0.5-CPU worker (357 samples/s at cut 4) the model's ratio is about
+// 0.44 and the trainer's CPU still binds, so the trainer keeps to its share there too. Its
+// executor, idle between splits, would otherwise take a split whenever the workers are at
+// their open-split cap, and a trainer busy on local samples reads the workers' streams late,
+// which keeps them at that cap: on unequal-workers cut 2 at ratio 0.81 measured 2,239 and
+// 2,147 samples/s with spill-over against 2,488 and 2,372 with the trainer held to its share.
+TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShareAtAnyRatio) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("w1:7070", 0.5, 1.25e9)};
+  const Plan plan = PlanSluice(p);
+  ASSERT_TRUE(plan.offload) << plan.explanation;
+  EXPECT_LT(plan.ratio, 0.5);
+  EXPECT_FALSE(plan.local_spill_over);
+  EXPECT_THAT(plan.PolicyString(), ::testing::EndsWith(",spill=workers"));
+  EXPECT_THAT(plan.explanation, HasSubstr("(spill=workers): its CPU is the limit"));
+  PlannerOptions spill;
+  spill.strict_local_share_when_trainer_bound = false;
+  EXPECT_TRUE(PlanSluice(p, spill).local_spill_over);
 }
 
 // Demand binds, not the trainer's CPU: a 3-CPU worker (2142 samples/s at cut 4) and demand
