@@ -120,11 +120,15 @@ int Controller::measured_periods() const {
   return current_ < tried_.size() ? tried_[current_].rate.n : 0;
 }
 
-Controller::Tried* Controller::Find(const Plan& plan) {
-  for (Tried& t : tried_) {
+const Controller::Tried* Controller::Find(const Plan& plan) const {
+  for (const Tried& t : tried_) {
     if (SamePlacement(t.plan, plan)) return &t;
   }
   return nullptr;
+}
+
+Controller::Tried* Controller::Find(const Plan& plan) {
+  return const_cast<Tried*>(std::as_const(*this).Find(plan));
 }
 
 bool Controller::Differs(const RateStats& better, const RateStats& worse) const {
@@ -217,28 +221,22 @@ void Controller::Remember(const std::vector<MeasuredLoss>& earlier) {
 }
 
 std::vector<MeasuredLoss> Controller::losses() const {
+  std::vector<MeasuredLoss> all = lost_to_local_;
+  // A check the run ended in: the plan's measured rate against the higher of the all-local
+  // rate it did not clearly beat and what all-local measured in the check so far.
+  const Tried* offload = checking_against_.has_value() ? Find(*checking_against_) : nullptr;
+  if (offload != nullptr && offload->rate.n > 0 && current_ < tried_.size()) {
+    const Tried& local = tried_[current_];
+    const double so_far = !local.plan.offload && local.rate.n > 0 ? local.rate.Mean() : 0;
+    all.push_back(
+        LossOf(*checking_against_, offload->rate.Mean(), std::max(checking_reference_, so_far)));
+  }
   // One per shape, the newest (so at most one per cut, read mode, codec and worker set), and
   // only these workers': a run keeps what its own cluster measured.
   std::vector<MeasuredLoss> out;
-  for (const MeasuredLoss& l : lost_to_local_) {
+  for (const MeasuredLoss& l : all) {
     std::erase_if(out, [&l](const MeasuredLoss& o) { return SameShape(o.plan, l.plan); });
     out.push_back(l);
-  }
-  // A check the run ended in: the plan's measured rate against the higher of the all-local
-  // rate it did not clearly beat and what all-local measured in the check so far.
-  if (checking_against_.has_value() && current_ < tried_.size()) {
-    const Tried* offload = nullptr;
-    for (const Tried& t : tried_) {
-      if (SamePlacement(t.plan, *checking_against_)) offload = &t;
-    }
-    if (offload != nullptr && offload->rate.n > 0) {
-      const Tried& local = tried_[current_];
-      const double local_rate = std::max(
-          checking_reference_, !local.plan.offload && local.rate.n > 0 ? local.rate.Mean() : 0);
-      const MeasuredLoss loss = LossOf(*checking_against_, offload->rate.Mean(), local_rate);
-      std::erase_if(out, [&loss](const MeasuredLoss& o) { return SameShape(o.plan, loss.plan); });
-      out.push_back(loss);
-    }
   }
   return out;
 }

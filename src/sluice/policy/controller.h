@@ -228,6 +228,7 @@ class Controller {
   // Book-keeping after any decision: a new plan gets its own entry; the one left keeps
   // `before` (the beliefs it ran under).
   void NoteDecision(const Plan& was, const Beliefs& before, const TimelineEntry& entry);
+  const Tried* Find(const Plan& plan) const;
   Tried* Find(const Plan& plan);
   bool Differs(const RateStats& better, const RateStats& worse) const;
   // A measured plan that beats the one in force (nullptr: none).
