@@ -308,7 +308,19 @@ std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMo
     fit.per_byte = std::clamp((rest - elements * known.recv_cpu_s_per_sample) / w.bytes, 0.05e-9,
                               50e-9);
   } else {
-    fit.per_element = std::clamp((rest - w.bytes * per_byte) / w.remote_samples, 1e-6, 0.1);
+    // The per-element cost is what an element-wise cut tells apart, unless the bytes alone,
+    // at the rate believed, cost more than the window holds: then the window contradicts
+    // that rate (on the bulk channel a byte costs a fraction of the typical figure), and the
+    // bytes take what is left once each element pays the per-element cost believed, as after
+    // batching.
+    constexpr double kMinPerElement = 1e-6;
+    const double per_element = (rest - w.bytes * per_byte) / w.remote_samples;
+    if (per_element >= kMinPerElement) {
+      fit.per_element = std::min(per_element, 0.1);
+    } else {
+      fit.per_byte = std::clamp((rest - w.remote_samples * known.recv_cpu_s_per_sample) / w.bytes,
+                                0.05e-9, 50e-9);
+    }
   }
   return fit;
 }

@@ -143,8 +143,10 @@ struct ReceiveWindow {
 // share of the stages they run here, read_file's too in local_read) goes to the
 // one parameter the cut tells apart: after batching (elements of `batch_size` samples) the
 // cost per byte, the per-element cost taken as known; otherwise the cost per element (a
-// sample), the bytes taken at the known uncompressed rate. Clamped to sane bounds; nullopt
-// under 32 MiB or 256 samples received.
+// sample), the bytes taken at the known uncompressed rate, unless those bytes alone cost more
+// than the window holds (the per-element rest would fall under 1 us): then the known rate per
+// byte is what the window contradicts, and it is fitted as after batching. Clamped to sane
+// bounds; nullopt under 32 MiB or 256 samples received.
 struct ReceiveFit {
   std::optional<double> per_element;  // seconds per element received
   std::optional<double> per_byte;     // seconds per payload byte
