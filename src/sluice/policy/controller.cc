@@ -587,6 +587,57 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
   return out;
 }
 
+std::optional<TimelineEntry> Controller::RecalibrateWorkerCpu(
+    double t_s, const std::vector<WorkerCpuReading>& readings) {
+  if (!started_) Start(t_s);
+  const Plan was = plan_;
+  const Beliefs before = CurrentBeliefs();
+  const std::optional<std::string> what = FitWorkerCpu(readings);
+  if (!what.has_value()) return std::nullopt;
+  TimelineEntry out;
+  Replan(t_s, *what, /*must_adopt=*/false, &out, &before);
+  NoteDecision(was, before, out);
+  return out;
+}
+
+std::optional<std::string> Controller::FitWorkerCpu(const std::vector<WorkerCpuReading>& readings) {
+  if (!started_ || !plan_.offload) return std::nullopt;
+  const Profile eff = effective_profile();
+  const Evaluation cur = PredictCurrent(eff);
+  // Sums over the samples the readings span: measured and modeled CPU, and the gap at speed
+  // factor 1 (what Costs::worker_cpu_s_per_sample is charged at).
+  double samples = 0;
+  double measured = 0;
+  double modeled = 0;
+  double gap = 0;
+  for (const WorkerCpuReading& r : readings) {
+    if (!(r.cpu_s_per_sample > 0) || r.samples <= 0) continue;
+    for (size_t i = 0; i < cur.workers.size() && i < eff.workers.size(); ++i) {
+      const WorkerFlow& f = cur.workers[i];
+      if (f.address != r.address || !(f.cpu_s_per_sample > 0)) continue;
+      const double speed = eff.workers[i].speed_factor > 0 ? eff.workers[i].speed_factor : 1;
+      const double n = static_cast<double>(r.samples);
+      samples += n;
+      measured += n * r.cpu_s_per_sample;
+      modeled += n * f.cpu_s_per_sample;
+      gap += n * (r.cpu_s_per_sample - f.cpu_s_per_sample) * speed;
+    }
+  }
+  if (!(samples > 0) || !(modeled > 0) ||
+      std::fabs(measured / modeled - 1) <= options_.mismatch_tolerance) {
+    return std::nullopt;
+  }
+  const double old = profile_.costs.worker_cpu_s_per_sample;
+  const double fitted = std::max(0.0, old + gap / samples);
+  if (fitted == old) return std::nullopt;  // cheaper than modeled with nothing of its own
+  profile_.costs.worker_cpu_s_per_sample = fitted;
+  return absl::StrCat("workers, measured on their whole process, take ",
+                      Fmt(measured / samples * 1e3), " ms of CPU per sample against ",
+                      Fmt(modeled / samples * 1e3),
+                      " ms modeled: ", Fmt(profile_.costs.worker_cpu_s_per_sample * 1e6),
+                      " us a sample of their own (was ", Fmt(old * 1e6), ")");
+}
+
 std::string Controller::KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading) {
   if (!lost.offload || (!reading.cpu_s_per_element && !reading.cpu_s_per_byte)) return "";
   Costs raised = profile_.costs;

@@ -81,6 +81,14 @@ struct ReceiveReading {
   std::optional<double> cpu_s_per_byte;
 };
 
+// A worker's whole CPU per sample, as it reports it for its session (its transport's and
+// runtime's share included), over the settled window of the plan in force.
+struct WorkerCpuReading {
+  std::string address;
+  double cpu_s_per_sample = 0;
+  int64_t samples = 0;  // what the reading spans
+};
+
 struct Measurement {
   double t_s = 0;
   double samples_per_s = 0;                // delivered to the training loop, over the last period
@@ -164,6 +172,17 @@ class Controller {
   // amount per byte). Re-plans, switching only to a plan that is clearly better.
   TimelineEntry RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
                                    std::optional<double> cpu_s_per_byte);
+  // The workers' measured CPU per sample against the model's for the plan in force,
+  // weighted by the samples each reading spans: more than mismatch_tolerance apart, the part
+  // the model does not see is fitted as Costs::worker_cpu_s_per_sample (a worker's own cost
+  // per sample; never below 0) and the planner runs again, switching only to a plan that is
+  // clearly better (switch_margin). nullopt (nothing changed): within the tolerance, not
+  // offloading, or no reading of a worker in the plan.
+  std::optional<TimelineEntry> RecalibrateWorkerCpu(double t_s,
+                                                    const std::vector<WorkerCpuReading>& readings);
+  // RecalibrateWorkerCpu's fit alone, without planning (a run that ends keeps what its
+  // workers measured for the next run's plan): what it changed, or nullopt.
+  std::optional<std::string> FitWorkerCpu(const std::vector<WorkerCpuReading>& readings);
 
   // Losses measured in earlier runs (the metric store's), before Start: the ones whose
   // workers are this profile's with the same CPU budgets count as if measured in this run.

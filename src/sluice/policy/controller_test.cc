@@ -358,6 +358,39 @@ TEST(ControllerTest, WorkersAreNotBlamedForWhatASaturatedTrainerDidNotTake) {
   EXPECT_DOUBLE_EQ(idle.effective_profile().trainer_cpu_budget, before.trainer_cpu_budget);
 }
 
+// The workers report their whole CPU for the session (their transport's threads and runtime
+// included). Where it is over the model's by more than the tolerance, what the model does
+// not see becomes a cost of its own per sample, the prediction follows it (the worker, bound
+// by its CPU, takes fewer samples), and the planner runs again; within the tolerance nothing
+// moves. Measured cheaper than modeled with nothing of its own to take back, nothing moves
+// either.
+TEST(ControllerTest, WorkersCpuMeasuredOverTheModelIsFittedAsTheirOwnCostPerSample) {
+  Controller c(StandardProfile());
+  c.Start(0);
+  ASSERT_TRUE(c.plan().offload);
+  const auto modeled = [&c] {
+    Profile p = c.effective_profile();
+    return Evaluate(p, Candidate{c.plan().cut, c.plan().read_mode, c.plan().codec})
+        .workers[0]
+        .cpu_s_per_sample;
+  };
+  const double before = modeled();
+  ASSERT_GT(before, 0);
+  const std::string address = c.plan().worker_addresses[0];
+  EXPECT_FALSE(c.RecalibrateWorkerCpu(20, {{address, before * 1.05, 2000}}).has_value());
+  EXPECT_FALSE(c.RecalibrateWorkerCpu(20, {{address, before * 0.5, 2000}}).has_value());
+  EXPECT_FALSE(c.RecalibrateWorkerCpu(20, {{"elsewhere:1", before * 2, 2000}}).has_value());
+  EXPECT_EQ(c.effective_profile().costs.worker_cpu_s_per_sample, 0);
+
+  const double predicted = c.plan().predicted_samples_per_s;
+  std::optional<TimelineEntry> e = c.RecalibrateWorkerCpu(20, {{address, before * 1.3, 2000}});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->reason, HasSubstr("measured on their whole process"));
+  EXPECT_NEAR(c.effective_profile().costs.worker_cpu_s_per_sample, before * 0.3, 1e-12);
+  EXPECT_NEAR(modeled(), before * 1.3, 1e-12);  // the model now charges what was measured
+  EXPECT_LT(c.plan().predicted_samples_per_s, predicted);
+}
+
 TEST(ControllerTest, StallWhileLocalStartsOffloading) {
   Profile p = StandardProfile();
   p.consumer.stall_fraction = 0;  // nothing measured yet

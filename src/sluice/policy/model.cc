@@ -117,6 +117,7 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
     // ops allowed).
     kw.cpu_s += k.wire_down * costs.worker_send_cpu_s_per_byte / speed;
     if (after_batch) kw.cpu_s += costs.batch_cpu_s_per_sample / speed;
+    kw.cpu_s += costs.worker_cpu_s_per_sample / speed;
     kw.capacity = kUnboundedRate;
     kw.bound = Bound::kNone;
     auto limit = [&kw](double cap, Bound bound) {

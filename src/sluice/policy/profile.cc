@@ -96,6 +96,8 @@ Status ValidateProfile(const Profile& p) {
   SLUICE_RETURN_IF_ERROR(CheckNonNegative(c.send_cpu_s_per_byte, "costs.send_cpu_s_per_byte"));
   SLUICE_RETURN_IF_ERROR(
       CheckNonNegative(c.worker_send_cpu_s_per_byte, "costs.worker_send_cpu_s_per_byte"));
+  SLUICE_RETURN_IF_ERROR(
+      CheckNonNegative(c.worker_cpu_s_per_sample, "costs.worker_cpu_s_per_sample"));
   for (size_t i = 0; i < c.codecs.size(); ++i) {
     const std::string f = absl::StrCat("costs.codecs[", i, "]");
     if (!std::isfinite(c.codecs[i].ratio) || c.codecs[i].ratio < 1) {
@@ -283,6 +285,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("recv_fit_bytes_per_element", &c.recv_fit_bytes_per_element));
   SLUICE_RETURN_IF_ERROR(r.Number("send_cpu_s_per_byte", &c.send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
+  SLUICE_RETURN_IF_ERROR(r.Number("worker_cpu_s_per_sample", &c.worker_cpu_s_per_sample));
   const json* codecs = nullptr;
   SLUICE_RETURN_IF_ERROR(r.Array("codecs", &codecs));
   if (codecs != nullptr) {
@@ -309,6 +312,7 @@ json ToJson(const Costs& c) {
               {"recv_fit_bytes_per_element", c.recv_fit_bytes_per_element},
               {"send_cpu_s_per_byte", c.send_cpu_s_per_byte},
               {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},
+              {"worker_cpu_s_per_sample", c.worker_cpu_s_per_sample},
               {"codecs", codecs}};
 }
 

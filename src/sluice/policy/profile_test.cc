@@ -17,6 +17,7 @@ TEST(ProfileTest, JsonRoundTrip) {
   p.costs.codecs.push_back(testing::Zstd());
   p.costs.recv_cpu_s_per_sample = 20e-6;
   p.costs.send_cpu_s_per_byte = 0.5e-9;
+  p.costs.worker_cpu_s_per_sample = 30e-6;
   p.workers[0].rtt_s = 0.0002;
   p.workers[0].has_storage = false;
   p.workers[0].storage_bytes_per_s = 20e6;
@@ -29,6 +30,7 @@ TEST(ProfileTest, JsonRoundTrip) {
   EXPECT_EQ(back->costs.codecs[1].codec, Codec::kZstd);
   EXPECT_FALSE(back->workers[0].has_storage);
   EXPECT_EQ(back->workers[0].ops[0].position, 1);
+  EXPECT_EQ(back->costs.worker_cpu_s_per_sample, 30e-6);
 }
 
 TEST(ProfileTest, MissingFieldsTakeDefaults) {

@@ -82,6 +82,7 @@ void ToOutgoing(WorkerOutput& out, OutgoingMessage* outgoing) {
     case WorkerOutput::Kind::kMetrics: {
       proto::Metrics* m = msg->mutable_metrics();
       m->set_cpu_share(out.cpu_share);
+      m->set_cpu_ns(out.cpu_ns);
       for (const WorkerOpMetrics& op : out.metrics) {
         proto::OpMetrics* o = m->add_ops();
         o->set_name(op.name);

@@ -447,6 +447,7 @@ class GrpcRemoteStream final : public RemoteStream {
         StreamEvent e;
         e.kind = StreamEvent::Kind::kMetrics;
         e.cpu_share = msg.metrics().cpu_share();
+        e.cpu_ns = msg.metrics().cpu_ns();
         for (const proto::OpMetrics& o : msg.metrics().ops()) {
           WorkerOpMetrics m;
           m.name = o.name();

@@ -121,6 +121,7 @@ struct StreamEvent {
   std::vector<SkippedSample> skipped;
   std::vector<WorkerOpMetrics> metrics;  // kMetrics
   double cpu_share = 0;                  // kMetrics: CPUs the session is entitled to (0: unknown)
+  int64_t cpu_ns = 0;                    // kMetrics: the worker's CPU on the session (0: unknown)
   Status status;                         // kFailed: names the worker and the cause
   size_t wire_bytes = 0;                 // kElements: bytes received for them
   double deadline_s = 0;                 // kDraining: seconds until it returns what it holds

@@ -58,6 +58,9 @@ struct WorkerSession::Shared {
 
   // Which open session a free thread serves (fair_share.h), and the sessions by id.
   FairShare fair ABSL_GUARDED_BY(mu){static_cast<int64_t>(kActivityWindowS * 1e9)};
+  // The CPU of every session's tasks, charged as they end (WorkerSession::cpu_ns divides the
+  // process's CPU between the sessions by it).
+  int64_t task_cpu_ns ABSL_GUARDED_BY(mu) = 0;
   std::map<uint64_t, std::weak_ptr<WorkerSession>> by_id ABSL_GUARDED_BY(mu);
   // The CPUs the worker may use, read afresh: a container's quota can change while the
   // worker runs (and the trainers' planners re-plan when it does). Set once at construction.
@@ -159,7 +162,19 @@ size_t DefaultMemoryBudget() {
 // WorkerSession
 
 WorkerSession::WorkerSession(std::shared_ptr<Shared> shared, SessionInfo info)
-    : shared_(std::move(shared)), info_(std::move(info)) {}
+    : shared_(std::move(shared)), info_(std::move(info)), open_process_cpu_ns_(ProcessCpuNanos()) {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  open_task_cpu_ns_ = shared_->task_cpu_ns;
+}
+
+int64_t WorkerSession::cpu_ns() const {
+  const int64_t process = ProcessCpuNanos() - open_process_cpu_ns_;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  const int64_t all = shared_->task_cpu_ns - open_task_cpu_ns_;
+  if (all <= 0 || own_task_cpu_ns_ <= 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(process) *
+                              std::min(1.0, static_cast<double>(own_task_cpu_ns_) / all));
+}
 
 WorkerSession::~WorkerSession() { ReleaseSlot(); }
 
@@ -466,6 +481,8 @@ void WorkerSession::EndTaskLocked(int64_t cpu_start) {
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->fair.Charge(info_.id, cpu, shared_->Now());
+    shared_->task_cpu_ns += cpu;
+    own_task_cpu_ns_ += cpu;
   }
   --running_;
 }
@@ -704,24 +721,27 @@ WorkerSession::Next WorkerSession::NextOutput(WorkerOutput* out, int64_t timeout
   const int64_t deadline = timeout_ms < 0 ? -1 : NowNanos() + timeout_ms * 1000000;
   while (true) {
     if (cancelled_) return Next::kEnd;
-    if (!outputs_.empty()) {
+    const int64_t now = NowNanos();
+    // Metrics that are due go before queued outputs: a worker whose link binds always has an
+    // output queued, and behind it they never went (its trainer then had no fresh op costs,
+    // CPU share or CPU reading from it for the whole run).
+    const bool metrics_due = now >= next_metrics_ns_ && !failed_;
+    if (!outputs_.empty() && !metrics_due) {
+      // A chunk taken by the transport is still uncredited, so still counted in unacked_bytes_.
       *out = std::move(outputs_.front());
       outputs_.pop_front();
-      if (out->kind == WorkerOutput::Kind::kChunk) {
-        // Taken by the transport: still uncredited, so still counted in unacked_bytes_.
-      }
       return Next::kOutput;
     }
     if (failed_) return Next::kEnd;
-    const int64_t now = NowNanos();
     const bool finished = FinishedLocked();
-    if (now >= next_metrics_ns_ || (finished && !final_metrics_sent_)) {
+    if (metrics_due || (finished && !final_metrics_sent_)) {
       next_metrics_ns_ = now + metrics_interval_ns_;
       if (finished) final_metrics_sent_ = true;
       lock.unlock();
       out->kind = WorkerOutput::Kind::kMetrics;
       out->metrics = Metrics();
       out->cpu_share = cpu_share();
+      out->cpu_ns = cpu_ns();
       return Next::kOutput;
     }
     if (finished) {

@@ -190,6 +190,7 @@ struct WorkerOutput {
   std::vector<SkippedSample> skipped;     // kSplitDone
   std::vector<WorkerOpMetrics> metrics;  // kMetrics
   double cpu_share = 0;    // kMetrics: CPUs the session is entitled to now (cpu_share())
+  int64_t cpu_ns = 0;      // kMetrics: the worker's CPU spent on the session (cpu_ns())
   Status error;                                           // kError
   double deadline_s = 0;   // kDraining: seconds until what is still held is returned
   size_t held_splits = 0;  // kDraining: splits the session holds and goes on with
@@ -284,6 +285,11 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // The CPUs of the worker this session is entitled to now: the budget times its weight
   // over the weights of the active sessions (its own counted). Sent with every kMetrics.
   double cpu_share() const;
+  // The worker process's CPU since the session opened that this session used: all of it
+  // (its threads, the transport's sending, the runtime's own work) in proportion to the CPU
+  // of the session's tasks among every session's. 0 before its first task ends. Sent with
+  // every kMetrics: the trainer's model of a worker's CPU per sample is checked against it.
+  int64_t cpu_ns() const;
 
  private:
   friend class WorkerService;
@@ -355,6 +361,11 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
 
   std::shared_ptr<Shared> shared_;
   SessionInfo info_;
+  // cpu_ns(): the process's CPU and every session's task CPU when the session opened, and its
+  // own tasks' CPU since (the last two under shared_->mu).
+  const int64_t open_process_cpu_ns_;
+  int64_t open_task_cpu_ns_ = 0;
+  int64_t own_task_cpu_ns_ = 0;
 
   // Set once by WorkerService::OpenSession before the session is shared.
   pipeline::PipelineSpec spec_;

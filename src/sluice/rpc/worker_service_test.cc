@@ -1,6 +1,7 @@
 #include "sluice/rpc/worker_service.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -162,6 +163,11 @@ TEST_P(WorkerServiceCutTest, SameElementsAsALocalRun) {
     EXPECT_EQ(op.samples, 16) << op.name;
     EXPECT_EQ(op.name, spec_.ops[op.position].name);
   }
+  // And the worker's CPU on the session: at least its ops' (its only session: all of the
+  // process's since it opened), reported with them.
+  int64_t op_cpu = 0;
+  for (const WorkerOpMetrics& op : m) op_cpu += op.cpu_ns;
+  EXPECT_GE(d.metrics.back().cpu_ns, op_cpu);
   (*session)->Cancel();
   EXPECT_EQ(service.open_sessions(), 0);
 }
@@ -318,6 +324,35 @@ TEST_F(WorkerServiceTest, SessionsShareTheCpuNotTheTurns) {
   ASSERT_EQ(heavy_ran.size(), 5u);
   EXPECT_LT(heavy_ran.back().samples, 8) << "the costly session had run "
                                          << heavy_ran.back().samples << " of 16 samples";
+}
+
+// A worker whose link binds always has an output queued when its transport asks for the next
+// one. Metrics that are due go first: behind such a queue they had never gone (the trainer ran
+// a whole plan without the worker's op costs, CPU share or CPU figure).
+TEST_F(WorkerServiceTest, DueMetricsGoBeforeQueuedOutputs) {
+  WorkerOptions options = Rooted();
+  options.metrics_interval_s = 0.001;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(3));
+  ASSERT_TRUE(session.ok()) << session.status();
+  SendEpoch(**session, ReadMode::kRemoteRead);
+  // Every sample processed, so the chunks and split ends are queued, none taken yet.
+  for (int i = 0; i < 30000; ++i) {
+    const std::vector<WorkerOpMetrics> m = (*session)->Metrics();
+    if (!m.empty() && m.back().samples == 16) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ((*session)->Metrics().back().samples, 16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the interval: due
+  WorkerOutput first;
+  ASSERT_EQ((*session)->NextOutput(&first, 1000), WorkerSession::Next::kOutput);
+  EXPECT_EQ(first.kind, WorkerOutput::Kind::kMetrics);
+  EXPECT_GT(first.cpu_ns, 0);
+  // The queued outputs follow, all of them.
+  Drained rest = Drain(**session);
+  ASSERT_TRUE(rest.error.ok()) << rest.error;
+  EXPECT_EQ(rest.elements.size(), 16u);
+  EXPECT_EQ(rest.done.size(), 2u);
 }
 
 // Each session is told the CPU it is entitled to: the budget divided by weight between the

@@ -382,9 +382,20 @@ Status AutoLoader::Observe(int64_t now_ns) {
       }
     }
   }
+  // Once a Loader too: the workers' CPU per sample as they report it, against the model's.
+  std::optional<policy::TimelineEntry> worker_cpu;
+  if (!off && offloaded_ && plan_measured && !worker_cpu_recalibrated_) {
+    const std::vector<policy::WorkerCpuReading> readings = MeasuredWorkerCpu();
+    if (!readings.empty()) {
+      worker_cpu_recalibrated_ = true;
+      worker_cpu = controller_->RecalibrateWorkerCpu(m.t_s, readings);
+    }
+  }
   if (off) {
     receive_recalibrated_ = true;
     entry = controller_->RecalibrateReceive(m.t_s, measured->per_element, measured->per_byte);
+  } else if (worker_cpu.has_value()) {
+    entry = *worker_cpu;
   } else {
     entry = controller_->Observe(m);
   }
@@ -556,9 +567,10 @@ LoaderOptions AutoLoader::OptionsFor(const policy::Plan& plan) const {
 void AutoLoader::ScheduleReceiveMark() {
   receive_mark_.reset();
   receive_mark_due_ns_ = -1;
-  if (!offloaded_ || applied_.codec != policy::Codec::kNone) return;
+  if (!offloaded_) return;
   receive_mark_due_ns_ = Now() + static_cast<int64_t>(options_.controller.settle_s * 1e9);
   receive_recalibrated_ = false;  // a new Loader: measure it afresh
+  worker_cpu_recalibrated_ = false;
 }
 
 Status AutoLoader::NextPass(int64_t epochs,
@@ -608,12 +620,34 @@ AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
   for (const WorkerReport& w : r.workers) {
     m.remote_samples += w.samples;
     m.bytes += w.bytes_received;
+    if (w.cpu_ns > 0 && !w.metrics.empty()) {
+      m.worker_cpu[w.address] = {w.cpu_ns, w.metrics.back().samples};
+    }
   }
   return m;
 }
 
+std::vector<policy::WorkerCpuReading> AutoLoader::MeasuredWorkerCpu() const {
+  std::vector<policy::WorkerCpuReading> out;
+  if (!receive_mark_.has_value() || loader_ == nullptr) return out;
+  const ReceiveMark now = MarkNow();
+  for (const auto& [address, was] : receive_mark_->worker_cpu) {
+    auto it = now.worker_cpu.find(address);
+    if (it == now.worker_cpu.end()) continue;
+    const int64_t cpu = it->second.first - was.first;
+    const int64_t samples = it->second.second - was.second;
+    // A new session counts from 0 again: its reading does not span the mark.
+    if (cpu <= 0 || samples < kMinFitSamples) continue;
+    out.push_back({address, cpu / 1e9 / samples, samples});
+  }
+  return out;
+}
+
 std::optional<ReceiveFit> AutoLoader::MeasuredReceive() const {
-  if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr) return std::nullopt;
+  if (!receive_mark_.has_value() || !costs_.has_value() || loader_ == nullptr ||
+      applied_.codec != policy::Codec::kNone) {
+    return std::nullopt;
+  }
   const policy::Costs known =
       controller_ != nullptr ? controller_->effective_profile().costs : *costs_;
   return FitReceiveCost(WindowSince(*receive_mark_), applied_.cut, applied_.read_mode,
@@ -634,6 +668,14 @@ ReceiveWindow AutoLoader::WindowSince(const ReceiveMark& was) const {
 Status AutoLoader::Finish() {
   if (!store_.has_value() || loader_ == nullptr) return absl::OkStatus();
   if (!costs_.has_value()) return absl::OkStatus();  // never measured enough to plan
+  // What the workers' CPU measured since the plan's streams settled, when no re-plan took it
+  // yet (a short run ends before its plan has a measured rate): the next run plans with it.
+  if (controller_ != nullptr && offloaded_ && !worker_cpu_recalibrated_) {
+    worker_cpu_recalibrated_ = true;
+    if (std::optional<std::string> fitted = controller_->FitWorkerCpu(MeasuredWorkerCpu())) {
+      Log(absl::StrCat("kept for the next run: ", *fitted));
+    }
+  }
   policy::Costs costs = MeasuredCosts();
   // The receive costs are the controller's: a whole-process reading it took, and kept. One
   // whose plan measured worse was rolled back with it, and is not remembered either.
@@ -641,6 +683,7 @@ Status AutoLoader::Finish() {
     const policy::Costs believed = controller_->effective_profile().costs;
     costs.recv_cpu_s_per_sample = believed.recv_cpu_s_per_sample;
     costs.recv_fit_bytes_per_element = believed.recv_fit_bytes_per_element;
+    costs.worker_cpu_s_per_sample = believed.worker_cpu_s_per_sample;
     if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,11 +32,11 @@
 #include "sluice/core/clock.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/spec.h"
-#include "sluice/rpc/worker_names.h"
 #include "sluice/policy/controller.h"
 #include "sluice/policy/metric_store.h"
 #include "sluice/policy/plan.h"
 #include "sluice/policy/profile.h"
+#include "sluice/rpc/worker_names.h"
 #include "sluice/runtime/loader.h"
 #include "sluice/runtime/profiler.h"
 #include "sluice/runtime/train.h"
@@ -175,6 +176,9 @@ class AutoLoader final : public BatchSource {
     int64_t samples_out = 0;
     int64_t remote_samples = 0;
     int64_t bytes = 0;
+    // Per worker (by address): the CPU it reported for its session, and the samples its
+    // last op had processed in the same report.
+    std::map<std::string, std::pair<int64_t, int64_t>> worker_cpu;
   };
   ReceiveMark MarkNow() const;
   // The window from `was` to now, in seconds and counts.
@@ -183,6 +187,9 @@ class AutoLoader final : public BatchSource {
   // the one parameter the current cut tells apart (after batching, elements are few: per
   // byte; per sample otherwise, bytes at the known rate). nullopt until enough was received.
   std::optional<ReceiveFit> MeasuredReceive() const;
+  // Each worker's whole CPU per sample since the mark, as it reported it (empty where none
+  // reported enough: a session that started since, or fewer than kMinFitSamples samples).
+  std::vector<policy::WorkerCpuReading> MeasuredWorkerCpu() const;
   std::optional<ReceiveMark> receive_mark_;
   // Taken when the all-local measuring window starts: the engine's own CPU per sample
   // (FitLocalCost) is read from it at the first plan. The codec probe's CPU on the
@@ -194,6 +201,7 @@ class AutoLoader final : public BatchSource {
   // the cost of receiving.
   int64_t receive_mark_due_ns_ = -1;
   bool receive_recalibrated_ = false;
+  bool worker_cpu_recalibrated_ = false;  // likewise, the workers' CPU (once a Loader)
 
   pipeline::PipelineSpec spec_;  // its epochs change with each pass (NextPass)
   AutoOptions options_;

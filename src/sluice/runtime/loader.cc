@@ -579,6 +579,7 @@ void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
     if (!w.last_error.empty()) s.last_error = w.last_error;
     if (!w.metrics.empty()) s.metrics = w.metrics;
     if (w.cpu_share > 0) s.cpu_share = w.cpu_share;
+    if (!w.metrics.empty()) s.cpu_ns = w.cpu_ns;
     return;
   }
   sum.push_back(w);

@@ -148,6 +148,9 @@ struct WorkerReport {
   // The worker's CPUs this trainer's session is entitled to, as the worker last reported
   // (its budget divided by weight between the trainers it serves); 0: not reported yet.
   double cpu_share = 0;
+  // The worker's CPU spent on the session `metrics` belong to, as of those metrics (0: not
+  // reported): over the same span as their sample counts.
+  int64_t cpu_ns = 0;
 };
 
 struct LoaderReport {

@@ -281,13 +281,6 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
   return out;
 }
 
-namespace {
-// The fewest samples a whole-process fit divides by: the process's CPU clock and the ops'
-// counters are read at slightly different moments, and over a few hundred samples that
-// skew is a small part of what is left.
-constexpr int64_t kMinFitSamples = 256;
-}  // namespace
-
 std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMode read_mode,
                                          int batch_size, const policy::Costs& known) {
   constexpr double kMinBytes = 32 << 20;

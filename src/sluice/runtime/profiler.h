@@ -130,6 +130,11 @@ std::vector<std::optional<rpc::LinkProbe>> ProbeWorkers(
 // What the trainer's whole process did while a Loader offloaded on uncompressed streams
 // (differences of two readings): its CPU, its ops' CPU, the samples it handed out, the
 // samples and payload bytes its workers delivered.
+// The fewest samples a whole-process fit divides by: the process's CPU clock and the ops'
+// counters are read at slightly different moments, and over a few hundred samples that skew
+// is a small part of what is left.
+inline constexpr int64_t kMinFitSamples = 256;
+
 struct ReceiveWindow {
   double process_cpu_s = 0;
   double op_cpu_s = 0;

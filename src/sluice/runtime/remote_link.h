@@ -84,6 +84,7 @@ class RemoteLink {
     r.last_error = last_error_;
     r.metrics = metrics_;
     r.cpu_share = cpu_share_;
+    r.cpu_ns = cpu_ns_;
     return r;
   }
 
@@ -353,6 +354,7 @@ class RemoteLink {
           std::lock_guard<std::mutex> lock(mu_);
           metrics_ = std::move(event.metrics);
           if (event.cpu_share > 0) cpu_share_ = event.cpu_share;
+          cpu_ns_ = event.cpu_ns;
           break;
         }
         case rpc::StreamEvent::Kind::kDraining:
@@ -409,6 +411,7 @@ class RemoteLink {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::vector<rpc::WorkerOpMetrics> metrics_ ABSL_GUARDED_BY(mu_);
   double cpu_share_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sluice::runtime
