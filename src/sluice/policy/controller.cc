@@ -623,19 +623,25 @@ std::optional<std::string> Controller::FitWorkerCpu(const std::vector<WorkerCpuR
       gap += n * (r.cpu_s_per_sample - f.cpu_s_per_sample) * speed;
     }
   }
-  if (!(samples > 0) || !(modeled > 0) ||
-      std::fabs(measured / modeled - 1) <= options_.mismatch_tolerance) {
+  if (!(samples > 0) || !(modeled > 0)) return std::nullopt;
+  // What this window alone says, counted into the mean of every window read so far (here and,
+  // through the metric store, in earlier runs): a worker's CPU per sample moves by ~10% from
+  // run to run, and a belief replaced by each reading flipped between them.
+  Costs& costs = profile_.costs;
+  const double old = costs.worker_cpu_s_per_sample;
+  const double reading = std::max(0.0, old + gap / samples);
+  costs.worker_cpu_s_per_sample = old + (reading - old) / (costs.worker_cpu_readings + 1);
+  ++costs.worker_cpu_readings;
+  if (std::fabs(measured / modeled - 1) <= options_.mismatch_tolerance ||
+      costs.worker_cpu_s_per_sample == old) {
     return std::nullopt;
   }
-  const double old = profile_.costs.worker_cpu_s_per_sample;
-  const double fitted = std::max(0.0, old + gap / samples);
-  if (fitted == old) return std::nullopt;  // cheaper than modeled with nothing of its own
-  profile_.costs.worker_cpu_s_per_sample = fitted;
-  return absl::StrCat("workers, measured on their whole process, take ",
-                      Fmt(measured / samples * 1e3), " ms of CPU per sample against ",
-                      Fmt(modeled / samples * 1e3),
-                      " ms modeled: ", Fmt(profile_.costs.worker_cpu_s_per_sample * 1e6),
-                      " us a sample of their own (was ", Fmt(old * 1e6), ")");
+  return absl::StrCat(
+      "workers, measured on their whole process, take ", Fmt(measured / samples * 1e3),
+      " ms of CPU per sample against ", Fmt(modeled / samples * 1e3),
+      " ms modeled: ", Fmt(costs.worker_cpu_s_per_sample * 1e6), " us a sample of their own (",
+      Fmt(reading * 1e6), " in this reading, the mean of ", costs.worker_cpu_readings, "; was ",
+      Fmt(old * 1e6), ")");
 }
 
 std::string Controller::KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading) {

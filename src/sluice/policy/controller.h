@@ -173,11 +173,12 @@ class Controller {
   TimelineEntry RecalibrateReceive(double t_s, std::optional<double> cpu_s_per_element,
                                    std::optional<double> cpu_s_per_byte);
   // The workers' measured CPU per sample against the model's for the plan in force,
-  // weighted by the samples each reading spans: more than mismatch_tolerance apart, the part
-  // the model does not see is fitted as Costs::worker_cpu_s_per_sample (a worker's own cost
-  // per sample; never below 0) and the planner runs again, switching only to a plan that is
-  // clearly better (switch_margin). nullopt (nothing changed): within the tolerance, not
-  // offloading, or no reading of a worker in the plan.
+  // weighted by the samples each reading spans. The part the model does not see (never below
+  // 0) is counted into Costs::worker_cpu_s_per_sample, the mean of every such reading
+  // (Costs::worker_cpu_readings of them); where the reading was more than mismatch_tolerance
+  // from the model and the mean moved, the planner runs again, switching only to a plan that
+  // is clearly better (switch_margin). nullopt: no re-plan (a reading within the tolerance
+  // still counts in the mean), not offloading, or no reading of a worker in the plan.
   std::optional<TimelineEntry> RecalibrateWorkerCpu(double t_s,
                                                     const std::vector<WorkerCpuReading>& readings);
   // RecalibrateWorkerCpu's fit alone, without planning (a run that ends keeps what its

@@ -98,6 +98,10 @@ Status ValidateProfile(const Profile& p) {
       CheckNonNegative(c.worker_send_cpu_s_per_byte, "costs.worker_send_cpu_s_per_byte"));
   SLUICE_RETURN_IF_ERROR(
       CheckNonNegative(c.worker_cpu_s_per_sample, "costs.worker_cpu_s_per_sample"));
+  if (c.worker_cpu_readings < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile: costs.worker_cpu_readings must be >= 0, got ", c.worker_cpu_readings));
+  }
   for (size_t i = 0; i < c.codecs.size(); ++i) {
     const std::string f = absl::StrCat("costs.codecs[", i, "]");
     if (!std::isfinite(c.codecs[i].ratio) || c.codecs[i].ratio < 1) {
@@ -286,6 +290,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("send_cpu_s_per_byte", &c.send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_cpu_s_per_sample", &c.worker_cpu_s_per_sample));
+  SLUICE_RETURN_IF_ERROR(r.Int("worker_cpu_readings", &c.worker_cpu_readings));
   const json* codecs = nullptr;
   SLUICE_RETURN_IF_ERROR(r.Array("codecs", &codecs));
   if (codecs != nullptr) {
@@ -313,6 +318,7 @@ json ToJson(const Costs& c) {
               {"send_cpu_s_per_byte", c.send_cpu_s_per_byte},
               {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},
               {"worker_cpu_s_per_sample", c.worker_cpu_s_per_sample},
+              {"worker_cpu_readings", c.worker_cpu_readings},
               {"codecs", codecs}};
 }
 

@@ -82,8 +82,10 @@ struct Costs {
   double worker_send_cpu_s_per_byte = 0;
   // A worker's own CPU per sample it delivers beyond its ops, compression, sending and
   // batching (request handling, the transport's threads, allocation), at speed factor 1:
-  // fitted from the CPU workers report for their sessions (Controller::RecalibrateWorkerCpu).
+  // fitted from the CPU workers report for their sessions (Controller::RecalibrateWorkerCpu):
+  // the mean of worker_cpu_readings readings.
   double worker_cpu_s_per_sample = 0;
+  int worker_cpu_readings = 0;
   // One entry per codec measured; kNone is receiving without compression. A codec with no
   // entry is not considered by the planner (kNone defaults to ratio 1 and zero cost).
   std::vector<CodecCost> codecs;

@@ -18,6 +18,7 @@ TEST(ProfileTest, JsonRoundTrip) {
   p.costs.recv_cpu_s_per_sample = 20e-6;
   p.costs.send_cpu_s_per_byte = 0.5e-9;
   p.costs.worker_cpu_s_per_sample = 30e-6;
+  p.costs.worker_cpu_readings = 2;
   p.workers[0].rtt_s = 0.0002;
   p.workers[0].has_storage = false;
   p.workers[0].storage_bytes_per_s = 20e6;

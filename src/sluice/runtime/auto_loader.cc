@@ -684,6 +684,7 @@ Status AutoLoader::Finish() {
     costs.recv_cpu_s_per_sample = believed.recv_cpu_s_per_sample;
     costs.recv_fit_bytes_per_element = believed.recv_fit_bytes_per_element;
     costs.worker_cpu_s_per_sample = believed.worker_cpu_s_per_sample;
+    costs.worker_cpu_readings = believed.worker_cpu_readings;
     if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }
