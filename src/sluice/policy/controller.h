@@ -182,7 +182,8 @@ class Controller {
   std::optional<TimelineEntry> RecalibrateWorkerCpu(double t_s,
                                                     const std::vector<WorkerCpuReading>& readings);
   // RecalibrateWorkerCpu's fit alone, without planning (a run that ends keeps what its
-  // workers measured for the next run's plan): what it changed, or nullopt.
+  // workers measured for the next run's plan): the reason a re-plan would give, or nullopt
+  // where RecalibrateWorkerCpu would not re-plan (the reading may still have been counted).
   std::optional<std::string> FitWorkerCpu(const std::vector<WorkerCpuReading>& readings);
 
   // Losses measured in earlier runs (the metric store's), before Start: the ones whose

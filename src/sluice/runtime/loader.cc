@@ -577,9 +577,11 @@ void AddWorker(std::vector<WorkerReport>& sum, const WorkerReport& w) {
     s.hangs += w.hangs;
     if (w.hangs > 0) s.last_hang_silence_s = w.last_hang_silence_s;
     if (!w.last_error.empty()) s.last_error = w.last_error;
-    if (!w.metrics.empty()) s.metrics = w.metrics;
+    if (!w.metrics.empty()) {
+      s.metrics = w.metrics;
+      s.cpu_ns = w.cpu_ns;  // read with those metrics
+    }
     if (w.cpu_share > 0) s.cpu_share = w.cpu_share;
-    if (!w.metrics.empty()) s.cpu_ns = w.cpu_ns;
     return;
   }
   sum.push_back(w);

@@ -295,24 +295,26 @@ std::optional<ReceiveFit> FitReceiveCost(const ReceiveWindow& w, int cut, ReadMo
                       local_samples * known.StageCpuSeconds(0, n) -
                       w.remote_samples * offloaded_stages;
   const double per_byte = known.CostOf(policy::Codec::kNone)->trainer_cpu_s_per_byte;
+  // The rest over the bytes, once each of `elements` paid the known per-element cost.
+  const auto per_byte_after = [&](double elements) {
+    return std::clamp((rest - elements * known.recv_cpu_s_per_sample) / w.bytes, 0.05e-9, 50e-9);
+  };
   ReceiveFit fit;
   if (after_batch) {
-    const double elements = static_cast<double>(w.remote_samples) / std::max(1, batch_size);
-    fit.per_byte = std::clamp((rest - elements * known.recv_cpu_s_per_sample) / w.bytes, 0.05e-9,
-                              50e-9);
+    fit.per_byte = per_byte_after(static_cast<double>(w.remote_samples) / std::max(1, batch_size));
   } else {
     // The per-element cost is what an element-wise cut tells apart, unless the bytes alone,
     // at the rate believed, cost more than the window holds: then the window contradicts
     // that rate (on the bulk channel a byte costs a fraction of the typical figure), and the
     // bytes take what is left once each element pays the per-element cost believed, as after
-    // batching.
+    // batching. The floor is the one this fit had always clamped to: under a microsecond per
+    // element is below what the window's clocks, read moments apart, can tell from nothing.
     constexpr double kMinPerElement = 1e-6;
     const double per_element = (rest - w.bytes * per_byte) / w.remote_samples;
     if (per_element >= kMinPerElement) {
       fit.per_element = std::min(per_element, 0.1);
     } else {
-      fit.per_byte = std::clamp((rest - w.remote_samples * known.recv_cpu_s_per_sample) / w.bytes,
-                                0.05e-9, 50e-9);
+      fit.per_byte = per_byte_after(static_cast<double>(w.remote_samples));
     }
   }
   return fit;
