@@ -161,7 +161,7 @@ bool Controller::MeasuredWorse(const Plan& plan) {
     local_now = all_local->rate.Mean();
   }
   if (!plan.offload && local_lost_check_) return true;
-  for (const MeasuredLoss& lost : lost_to_local_) {
+  for (const MeasuredPlan& lost : lost_to_local_) {
     if (SamePlacement(lost.plan, plan)) return true;
     // The same shape at another ratio or spill: the model's error for it, measured here,
     // holds there too. It is believed at the share of its prediction that the lost plan
@@ -183,8 +183,8 @@ bool Controller::MeasuredWorse(const Plan& plan) {
   return false;
 }
 
-MeasuredLoss Controller::LossOf(const Plan& plan, double measured, double local) const {
-  MeasuredLoss loss{plan, measured, local, {}};
+MeasuredPlan Controller::Measured(const Plan& plan, double measured, double local) const {
+  MeasuredPlan loss{plan, measured, local, {}};
   for (const std::string& address : plan.worker_addresses) {
     double cpus = 0;
     for (const WorkerProfile& w : profile_.workers) {
@@ -196,32 +196,55 @@ MeasuredLoss Controller::LossOf(const Plan& plan, double measured, double local)
 }
 
 void Controller::ForgetLosses(const Plan& plan) {
-  std::erase_if(lost_to_local_,
-                [&plan](const MeasuredLoss& l) { return SameShape(l.plan, plan); });
+  std::erase_if(lost_to_local_, [&plan](const MeasuredPlan& l) { return SameShape(l.plan, plan); });
 }
 
-void Controller::Remember(const std::vector<MeasuredLoss>& earlier) {
-  for (const MeasuredLoss& loss : earlier) {
-    if (!loss.plan.offload || loss.worker_cpus.size() != loss.plan.worker_addresses.size()) {
-      continue;
-    }
-    bool same_workers = !loss.plan.worker_addresses.empty();
-    for (size_t i = 0; i < loss.plan.worker_addresses.size() && same_workers; ++i) {
-      const WorkerProfile* w = nullptr;
-      for (const WorkerProfile& p : profile_.workers) {
-        if (p.address == loss.plan.worker_addresses[i]) w = &p;
-      }
-      // Budgets are told apart to 0.01 CPU, as the metric store's host key tells the
-      // trainer's apart: a worker with another quota is another cluster.
-      same_workers = w != nullptr && absl::StrFormat("%.2f", w->cpu_budget) ==
-                                         absl::StrFormat("%.2f", loss.worker_cpus[i]);
-    }
-    if (same_workers) lost_to_local_.push_back(loss);
+bool Controller::SameWorkers(const MeasuredPlan& measured) const {
+  const Plan& plan = measured.plan;
+  if (!plan.offload || plan.worker_addresses.empty() ||
+      measured.worker_cpus.size() != plan.worker_addresses.size()) {
+    return false;
   }
+  for (size_t i = 0; i < plan.worker_addresses.size(); ++i) {
+    const WorkerProfile* w = nullptr;
+    for (const WorkerProfile& p : profile_.workers) {
+      if (p.address == plan.worker_addresses[i]) w = &p;
+    }
+    // Budgets are told apart to 0.01 CPU, as the metric store's host key tells the
+    // trainer's apart: a worker with another quota is another cluster.
+    if (w == nullptr || absl::StrFormat("%.2f", w->cpu_budget) !=
+                            absl::StrFormat("%.2f", measured.worker_cpus[i])) {
+      return false;
+    }
+  }
+  return true;
 }
 
-std::vector<MeasuredLoss> Controller::losses() const {
-  std::vector<MeasuredLoss> all = lost_to_local_;
+void Controller::Remember(const std::vector<MeasuredPlan>& earlier,
+                          const std::optional<MeasuredPlan>& last_run) {
+  for (const MeasuredPlan& loss : earlier) {
+    if (SameWorkers(loss)) lost_to_local_.push_back(loss);
+  }
+  if (last_run.has_value() && SameWorkers(*last_run)) incumbent_ = last_run;
+}
+
+std::optional<MeasuredPlan> Controller::ended_on() const {
+  if (!plan_.offload || checking_against_.has_value() || current_ >= tried_.size()) {
+    return std::nullopt;
+  }
+  const Tried& cur = tried_[current_];
+  if (cur.rate.n < options_.min_measured_periods) return std::nullopt;
+  double local = EvaluateFixed(effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s;
+  if (const Tried* all_local = Find(Plan()); all_local != nullptr && all_local->rate.n > 0) {
+    local = all_local->rate.lower_bound ? std::max(local, all_local->rate.Mean())
+                                        : all_local->rate.Mean();
+  }
+  if (!(cur.rate.Mean() > local)) return std::nullopt;
+  return Measured(plan_, cur.rate.Mean(), local);
+}
+
+std::vector<MeasuredPlan> Controller::losses() const {
+  std::vector<MeasuredPlan> all = lost_to_local_;
   // A check the run ended in: the plan's measured rate against the higher of the all-local
   // rate it did not clearly beat and what all-local measured in the check so far.
   const Tried* offload = checking_against_.has_value() ? Find(*checking_against_) : nullptr;
@@ -229,13 +252,13 @@ std::vector<MeasuredLoss> Controller::losses() const {
     const Tried& local = tried_[current_];
     const double so_far = !local.plan.offload && local.rate.n > 0 ? local.rate.Mean() : 0;
     all.push_back(
-        LossOf(*checking_against_, offload->rate.Mean(), std::max(checking_reference_, so_far)));
+        Measured(*checking_against_, offload->rate.Mean(), std::max(checking_reference_, so_far)));
   }
   // One per shape, the newest (so at most one per cut, read mode, codec and worker set), and
   // only these workers': a run keeps what its own cluster measured.
-  std::vector<MeasuredLoss> out;
-  for (const MeasuredLoss& l : all) {
-    std::erase_if(out, [&l](const MeasuredLoss& o) { return SameShape(o.plan, l.plan); });
+  std::vector<MeasuredPlan> out;
+  for (const MeasuredPlan& l : all) {
+    std::erase_if(out, [&l](const MeasuredPlan& o) { return SameShape(o.plan, l.plan); });
     out.push_back(l);
   }
   return out;
@@ -288,6 +311,11 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   const Plan was;
   const Profile eff = effective_profile();
   PlannerOptions po = options_.planner;
+  if (incumbent_.has_value()) {
+    po.incumbent =
+        Candidate{incumbent_->plan.cut, incumbent_->plan.read_mode, incumbent_->plan.codec};
+    po.incumbent_margin = options_.switch_margin;
+  }
   plan_ = PlanSluice(eff, po);
   // A shape an earlier run measured no faster than all-local on these workers is not the
   // start: the next best is (each shape once; the candidates are finite).
@@ -305,6 +333,11 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   if (!skipped.empty()) {
     absl::StrAppend(&reason, " (the model's ", absl::StrJoin(skipped, " and then "),
                     " measured no faster than all-local with these workers in an earlier run)");
+  }
+  if (incumbent_.has_value() && SameShape(plan_, incumbent_->plan)) {
+    absl::StrAppend(&reason, " (the shape an earlier run ended on with these workers, ",
+                    FormatRate(incumbent_->measured), " samples/s against all-local's ",
+                    FormatRate(incumbent_->local), ")");
   }
   TimelineEntry e = Record(t_s, DecisionKind::kInitial, reason);
   NoteDecision(was, before, e);
@@ -688,7 +721,7 @@ std::optional<TimelineEntry> Controller::MaybeRollback(const Measurement& m) {
   // all-local as surely as in a check: kept with the losses for this world and the next run.
   const Plan lost = plan_;
   if (plan_.offload && !back.offload) {
-    lost_to_local_.push_back(LossOf(plan_, left_rate, back_rate));
+    lost_to_local_.push_back(Measured(plan_, left_rate, back_rate));
   }
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;
@@ -728,9 +761,17 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   const double reference = std::max(bound, predicted);
   const double mean = cur.rate.Mean();
   const double gap = mean - reference;
-  if (reference > 0 && gap > options_.noise_z * cur.rate.StdErr() &&
-      gap > options_.min_rate_gap * mean) {
-    return std::nullopt;
+  if (reference > 0 && gap > options_.min_rate_gap * mean) {
+    if (gap > options_.noise_z * cur.rate.StdErr()) return std::nullopt;
+    // Over both estimates by more than a period resolves, but within the noise of too few
+    // periods: more of them resolve it, at no cost while the offload is the better plan, which
+    // its measured rate says. It keeps running while the periods the gap needs (the noise
+    // shrinks with their square root) are no more than the check would spend: as many as it
+    // has, measured on all-local instead (min_measured_periods after its settle).
+    const double spread = cur.rate.StdErr() * std::sqrt(static_cast<double>(cur.rate.n));
+    const double needed = std::pow(options_.noise_z * spread / gap, 2);
+    const int most = 2 * options_.min_measured_periods;
+    if (cur.rate.n < most && needed <= most) return std::nullopt;
   }
   checking_against_ = plan_;
   checking_receive_ = m.receive;
@@ -742,10 +783,11 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   mismatch_since_.reset();
   slow_since_.clear();
   return Record(t, DecisionKind::kTrial,
-                absl::StrCat(left, " measured ", FormatRate(mean), " samples/s, not clearly over "
-                             "all-local (", FormatRate(bound), " measured while starting, ",
-                             FormatRate(predicted), " predicted): all-local runs ",
-                             options_.min_measured_periods, " periods as a check"));
+                absl::StrCat(left, " measured ", FormatRate(mean), " samples/s over ", cur.rate.n,
+                             " periods, not clearly over all-local (", FormatRate(bound),
+                             " measured while starting, ", FormatRate(predicted),
+                             " predicted): all-local runs ", options_.min_measured_periods,
+                             " periods as a check"));
 }
 
 std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
@@ -764,7 +806,7 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
   const double offload_rate = offload->rate.Mean();
   if (!(offload_rate > local_rate)) {
     // Measured no better: all-local stays, and the plan is not adopted again in this world.
-    lost_to_local_.push_back(LossOf(against, offload_rate, local_rate));
+    lost_to_local_.push_back(Measured(against, offload_rate, local_rate));
     const std::string kept = KeepReceiveCostOfLoss(against, checking_receive_);
     return Record(t, DecisionKind::kRollback,
                   absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),

@@ -189,12 +189,21 @@ class Controller {
   // Losses measured in earlier runs (the metric store's), before Start: the ones whose
   // workers are this profile's with the same CPU budgets count as if measured in this run.
   // The first plan and every later one skip a shape they rule out (MeasuredWorse's rule).
-  void Remember(const std::vector<MeasuredLoss>& earlier);
+  // `last_run`: the plan an earlier run ended on, measured faster than all-local there (the
+  // metric store's). With the same workers and budgets, the first plan keeps its shape
+  // unless the model's best predicts more than switch_margin over it (PlannerOptions::
+  // incumbent): a measured plan is left only for one clearly better, at start as in the loop.
+  void Remember(const std::vector<MeasuredPlan>& earlier,
+                const std::optional<MeasuredPlan>& last_run = std::nullopt);
   // The losses to keep for the next run: the remembered ones this run did not contradict and
   // this run's, the newest last. An all-local check still running (the run ended first)
   // counts as lost: its plan measured no clear gain over all-local, and a next run does not
   // start on a plan that has not shown one (docs/policy.md, rule 7).
-  std::vector<MeasuredLoss> losses() const;
+  std::vector<MeasuredPlan> losses() const;
+  // The plan in force, for the next run's Remember: when it offloads, has a measured rate
+  // (min_measured_periods settled periods), is not under an all-local check, and measured
+  // over all-local's best known rate (measured, or else predicted). nullopt otherwise.
+  std::optional<MeasuredPlan> ended_on() const;
 
   const Plan& plan() const { return plan_; }
   // The profile as the controller now sees it (reported budgets, fresh costs, the worker
@@ -313,13 +322,17 @@ class Controller {
   // Offloading plans an all-local check measured under all-local, with what the check
   // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
   // workers and budgets (Remember), oldest first.
-  std::vector<MeasuredLoss> lost_to_local_;
+  std::vector<MeasuredPlan> lost_to_local_;
   // The other way round: an all-local check measured an offloading plan faster than
   // all-local. Until the world changes, a re-plan to all-local
   // (a recalibration that makes offloading look worthless, say) is a move to a plan measured
   // worse here: a reading of the model does not outvote a measurement of the rates.
   bool local_lost_check_ = false;
-  MeasuredLoss LossOf(const Plan& plan, double measured, double local) const;
+  // The shape an earlier run ended on with these workers (Remember), for the first plan.
+  std::optional<MeasuredPlan> incumbent_;
+  // Whether `measured` was taken on this profile's workers at the same CPU budgets.
+  bool SameWorkers(const MeasuredPlan& measured) const;
+  MeasuredPlan Measured(const Plan& plan, double measured, double local) const;
   // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
   void ForgetLosses(const Plan& plan);
 };

@@ -104,7 +104,8 @@ std::string MetricStore::PathFor(const MetricKey& key) const {
 }
 
 Status MetricStore::Save(const MetricKey& key, const Costs& costs,
-                         const std::vector<MeasuredLoss>& losses) const {
+                         const std::vector<MeasuredPlan>& losses,
+                         const std::optional<MeasuredPlan>& ended_on) const {
   if (!ValidKeyPart(key.pipeline_fingerprint) || !ValidKeyPart(key.host_fingerprint)) {
     return absl::InvalidArgumentError(
         absl::StrCat("metric store: bad key '", key.pipeline_fingerprint, "-", key.host_fingerprint,
@@ -117,13 +118,14 @@ Status MetricStore::Save(const MetricKey& key, const Costs& costs,
         absl::StrCat("metric store: cannot create ", options_.dir, ": ", ec.message()));
   }
   nlohmann::json lost = nlohmann::json::array();
-  for (const MeasuredLoss& l : losses) lost.push_back(ToJson(l));
-  const nlohmann::json j{{"format", kFormat},
-                         {"pipeline_fingerprint", key.pipeline_fingerprint},
-                         {"host_fingerprint", key.host_fingerprint},
-                         {"saved_at_unix_s", options_.now_unix_s()},
-                         {"costs", ToJson(costs)},
-                         {"losses", std::move(lost)}};
+  for (const MeasuredPlan& l : losses) lost.push_back(ToJson(l));
+  nlohmann::json j{{"format", kFormat},
+                   {"pipeline_fingerprint", key.pipeline_fingerprint},
+                   {"host_fingerprint", key.host_fingerprint},
+                   {"saved_at_unix_s", options_.now_unix_s()},
+                   {"costs", ToJson(costs)},
+                   {"losses", std::move(lost)}};
+  if (ended_on.has_value()) j["ended_on"] = ToJson(*ended_on);
   const std::string path = PathFor(key);
   if (Status s = WriteFileAtomically(path, j.dump(2) + "\n"); !s.ok()) {
     return absl::InternalError(absl::StrCat("metric store: ", s.message()));
@@ -145,6 +147,7 @@ MetricLoadResult MetricStore::Load(const MetricKey& key) const {
     r.warning = absl::StrCat("metric store: ignoring ", r.path, ": ", why);
     r.costs.reset();
     r.losses.clear();
+    r.ended_on.reset();
     return r;
   };
   std::ifstream in(r.path, std::ios::binary);
@@ -185,10 +188,18 @@ MetricLoadResult MetricStore::Load(const MetricKey& key) const {
   if (auto lost = j.find("losses"); lost != j.end()) {
     if (!lost->is_array()) return ignore("corrupt (losses is not a list)");
     for (const nlohmann::json& l : *lost) {
-      StatusOr<MeasuredLoss> loss = MeasuredLossFromJson(l);
+      StatusOr<MeasuredPlan> loss = MeasuredPlanFromJson(l);
       if (!loss.ok()) return ignore(absl::StrCat("corrupt (", loss.status().message(), ")"));
       r.losses.push_back(*std::move(loss));
     }
+  }
+  // Absent where the run before ended on no measured offload (or before it was kept).
+  if (auto ended = j.find("ended_on"); ended != j.end()) {
+    StatusOr<MeasuredPlan> plan = MeasuredPlanFromJson(*ended);
+    if (!plan.ok()) {
+      return ignore(absl::StrCat("corrupt (ended_on: ", plan.status().message(), ")"));
+    }
+    r.ended_on = *std::move(plan);
   }
   r.costs = std::move(*costs);
   return r;

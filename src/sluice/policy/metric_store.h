@@ -1,7 +1,7 @@
 // MetricStore: the measured costs of a pipeline on a host (policy::Costs), kept on disk so
 // that a repeated run plans from its first step instead of profiling first, and the plans
-// that measured no faster than all-local there (MeasuredLoss), so that it does not start on
-// one again (docs/policy.md, "The metric store").
+// that measured no faster than all-local there (MeasuredPlan), so that it does not start on
+// one again, and the plan the last run ended on (docs/policy.md, "The metric store").
 //
 // One JSON file per key in a directory (default $XDG_CACHE_HOME/sluice, else
 // ~/.cache/sluice), named <pipeline fingerprint>-<host fingerprint>.json. The pipeline
@@ -56,7 +56,11 @@ struct MetricLoadResult {
   std::optional<Costs> costs;  // set on a hit
   // The plans measured no faster than all-local in earlier runs (Controller::losses), with
   // their workers: a hit may have none.
-  std::vector<MeasuredLoss> losses;
+  std::vector<MeasuredPlan> losses;
+  // The plan the last run ended on, where it offloaded and measured faster than all-local
+  // (Controller::ended_on): the next run keeps its shape unless the model's best is clearly
+  // better (Controller::Remember).
+  std::optional<MeasuredPlan> ended_on;
   double age_s = 0;            // of the entry found
   std::string path;
   std::string warning;  // why an existing entry was ignored ("" otherwise)
@@ -73,7 +77,8 @@ class MetricStore {
   // Creates the directory if needed. InvalidArgument for a key with characters other than
   // letters, digits, '-' and '_'; Internal (with the path and errno text) if writing fails.
   Status Save(const MetricKey& key, const Costs& costs,
-              const std::vector<MeasuredLoss>& losses = {}) const;
+              const std::vector<MeasuredPlan>& losses = {},
+              const std::optional<MeasuredPlan>& ended_on = std::nullopt) const;
   MetricLoadResult Load(const MetricKey& key) const;
 
  private:

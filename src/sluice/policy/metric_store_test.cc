@@ -65,7 +65,7 @@ TEST_F(MetricStoreTest, RoundTrip) {
 // (written before they were kept) is a hit with none, and a malformed one is ignored whole.
 TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
   const Costs costs = testing::StandardProfile().costs;
-  MeasuredLoss loss;
+  MeasuredPlan loss;
   loss.plan.offload = true;
   loss.plan.cut = 2;
   loss.plan.ratio = 0.74;
@@ -82,7 +82,7 @@ TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
   MetricLoadResult r = Store().Load(key_);
   ASSERT_TRUE(r.costs.has_value()) << r.warning;
   ASSERT_EQ(r.losses.size(), 1u);
-  const MeasuredLoss& got = r.losses[0];
+  const MeasuredPlan& got = r.losses[0];
   EXPECT_EQ(static_cast<const Placement&>(got.plan), static_cast<const Placement&>(loss.plan));
   EXPECT_TRUE(got.plan.offload);
   EXPECT_EQ(got.plan.worker_addresses, loss.plan.worker_addresses);
@@ -106,6 +106,49 @@ TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
   EXPECT_FALSE(r.costs.has_value());
   EXPECT_TRUE(r.losses.empty());
   EXPECT_THAT(r.warning, HasSubstr("one worker_cpus entry per worker"));
+}
+
+// The plan a run ended on travels with the costs too; absent, none; malformed, the entry is
+// ignored whole.
+TEST_F(MetricStoreTest, ThePlanARunEndedOnRoundTripsWithTheCosts) {
+  const Costs costs = testing::StandardProfile().costs;
+  MeasuredPlan ended;
+  ended.plan.offload = true;
+  ended.plan.cut = kCutAfterBatch;
+  ended.plan.ratio = 0.21;
+  ended.plan.worker_shares = {0.21};
+  ended.plan.local_spill_over = false;
+  ended.plan.worker_addresses = {"10.0.0.2:7700"};
+  ended.plan.predicted_samples_per_s = 2736;
+  ended.measured = 2690;
+  ended.local = 2331;
+  ended.worker_cpus = {0.69};
+  ASSERT_TRUE(Store().Save(key_, costs, {}, ended).ok());
+  MetricLoadResult r = Store().Load(key_);
+  ASSERT_TRUE(r.costs.has_value()) << r.warning;
+  ASSERT_TRUE(r.ended_on.has_value());
+  EXPECT_EQ(static_cast<const Placement&>(r.ended_on->plan),
+            static_cast<const Placement&>(ended.plan));
+  EXPECT_EQ(r.ended_on->plan.worker_addresses, ended.plan.worker_addresses);
+  EXPECT_EQ(r.ended_on->measured, 2690);
+  EXPECT_EQ(r.ended_on->local, 2331);
+  EXPECT_EQ(r.ended_on->worker_cpus, ended.worker_cpus);
+
+  ASSERT_TRUE(Store().Save(key_, costs).ok());
+  r = Store().Load(key_);
+  EXPECT_TRUE(r.costs.has_value()) << r.warning;
+  EXPECT_FALSE(r.ended_on.has_value());
+
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(Store().PathFor(key_)), nullptr,
+                                              /*allow_exceptions=*/false);
+  nlohmann::json bad = ToJson(ended);
+  bad["measured"] = -1;
+  file["ended_on"] = bad;
+  std::ofstream(Store().PathFor(key_)) << file.dump();
+  r = Store().Load(key_);
+  EXPECT_FALSE(r.costs.has_value());
+  EXPECT_FALSE(r.ended_on.has_value());
+  EXPECT_THAT(r.warning, HasSubstr("ended_on: a measured plan's measured is not a number >= 0"));
 }
 
 TEST_F(MetricStoreTest, MissIsSilent) {

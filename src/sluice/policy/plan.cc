@@ -87,7 +87,7 @@ std::string FormatCandidateTable(const Profile& profile, const Plan& plan) {
   return out;
 }
 
-json ToJson(const MeasuredLoss& loss) {
+json ToJson(const MeasuredPlan& loss) {
   return json{{"placement", PlacementToJson(loss.plan, loss.plan.worker_addresses)},
               {"predicted", loss.plan.predicted_samples_per_s},
               {"measured", loss.measured},
@@ -95,14 +95,14 @@ json ToJson(const MeasuredLoss& loss) {
               {"worker_cpus", loss.worker_cpus}};
 }
 
-StatusOr<MeasuredLoss> MeasuredLossFromJson(const json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("a measured loss is not an object");
+StatusOr<MeasuredPlan> MeasuredPlanFromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("a measured plan is not an object");
   auto placement = j.find("placement");
   if (placement == j.end() || !placement->is_object()) {
-    return absl::InvalidArgumentError("a measured loss has no placement");
+    return absl::InvalidArgumentError("a measured plan has no placement");
   }
   SLUICE_ASSIGN_OR_RETURN(Placement p, PlacementFromJson(*placement));
-  MeasuredLoss loss;
+  MeasuredPlan loss;
   static_cast<Placement&>(loss.plan) = p;
   loss.plan.offload = true;
   auto workers = placement->find("workers");
@@ -110,7 +110,7 @@ StatusOr<MeasuredLoss> MeasuredLossFromJson(const json& j) {
     for (const json& w : *workers) {
       auto address = w.is_object() ? w.find("address") : w.end();
       if (address == w.end() || !address->is_string()) {
-        return absl::InvalidArgumentError("a measured loss names a worker without an address");
+        return absl::InvalidArgumentError("a measured plan names a worker without an address");
       }
       loss.plan.worker_addresses.push_back(address->get<std::string>());
     }
@@ -120,7 +120,7 @@ StatusOr<MeasuredLoss> MeasuredLossFromJson(const json& j) {
     if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
         it->get<double>() < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("a measured loss's ", key, " is not a number >= 0"));
+          absl::StrCat("a measured plan's ", key, " is not a number >= 0"));
     }
     *out = it->get<double>();
     return absl::OkStatus();
@@ -131,11 +131,11 @@ StatusOr<MeasuredLoss> MeasuredLossFromJson(const json& j) {
   auto cpus = j.find("worker_cpus");
   if (cpus == j.end() || !cpus->is_array() ||
       cpus->size() != loss.plan.worker_addresses.size()) {
-    return absl::InvalidArgumentError("a measured loss needs one worker_cpus entry per worker");
+    return absl::InvalidArgumentError("a measured plan needs one worker_cpus entry per worker");
   }
   for (const json& c : *cpus) {
     if (!c.is_number() || !std::isfinite(c.get<double>())) {
-      return absl::InvalidArgumentError("a measured loss's worker_cpus are not numbers");
+      return absl::InvalidArgumentError("a measured plan's worker_cpus are not numbers");
     }
     loss.worker_cpus.push_back(c.get<double>());
   }

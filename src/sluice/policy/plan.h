@@ -40,20 +40,22 @@ struct Plan : Placement {
   std::string PolicyString() const;
 };
 
-// An offloading plan that an all-local check measured no faster than all-local (the
-// controller's rule, docs/policy.md), with what the check measured. Kept in the metric store
-// with the workers' CPU budgets, so that a later run with the same workers does not start
-// on a plan this cluster already measured worse (Controller::Remember).
-struct MeasuredLoss {
+// An offloading plan measured on a cluster, with what was measured: one that an all-local
+// check (or the rollback rule) measured no faster than all-local (a loss, the controller's
+// rule 7, docs/policy.md), or the plan a run ended on, measured over all-local. Kept in the
+// metric store with the workers' CPU budgets, so that a later run with the same workers does
+// not start on a plan this cluster already measured worse, and does not leave the one it
+// measured better for a prediction within the model's error (Controller::Remember).
+struct MeasuredPlan {
   Plan plan;  // placement, worker_addresses and predicted_samples_per_s are what count
   double measured = 0;  // the plan's rate, samples/s
-  double local = 0;     // all-local's, in the same check
+  double local = 0;     // all-local's (in the same check, or the best known in that run)
   std::vector<double> worker_cpus;  // per worker_addresses, their CPU budgets then
 };
 // {"placement": PlacementToJson (with the workers' addresses), "predicted", "measured",
 //  "local", "worker_cpus"}; the inverse returns InvalidArgument naming what is wrong.
-nlohmann::json ToJson(const MeasuredLoss& loss);
-StatusOr<MeasuredLoss> MeasuredLossFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const MeasuredPlan& measured);
+StatusOr<MeasuredPlan> MeasuredPlanFromJson(const nlohmann::json& j);
 
 // JSON in the CLI's spelling: the placement's fields (PlacementToJson: "cut" (int or
 // "batch"), "ratio", "spill", "read_mode", "compression", "workers": [{"address", "share"}])

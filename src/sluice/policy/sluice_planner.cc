@@ -176,7 +176,22 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   const double local = plan.predicted_local_samples_per_s;
   std::vector<std::string> lines = {DemandLine(profile), AllLocalLine(profile)};
 
-  const int best = profile.workers.empty() ? -1 : PickBest(plan.candidates, options.tie_tolerance);
+  int best = profile.workers.empty() ? -1 : PickBest(plan.candidates, options.tie_tolerance);
+  // The incumbent, measured here, where the model's best is within its margin of it.
+  int model_best = -1;
+  if (best >= 0 && options.incumbent.has_value()) {
+    for (int i = 0; i < static_cast<int>(plan.candidates.size()); ++i) {
+      const Evaluation& c = plan.candidates[i];
+      if (i == best || !c.feasible || !(c.candidate == *options.incumbent)) continue;
+      if (c.offloaded_samples_per_s > 0 &&
+          c.predicted_samples_per_s >= local * (1 + options.min_gain) &&
+          c.predicted_samples_per_s * (1 + options.incumbent_margin) >=
+              plan.candidates[best].predicted_samples_per_s) {
+        model_best = best;
+        best = i;
+      }
+    }
+  }
   const Evaluation* e = best >= 0 ? &plan.candidates[best] : nullptr;
   std::string no_offload;
   if (profile.workers.empty()) {
@@ -242,7 +257,18 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
     lines.push_back(WorkerLine(profile, e->workers[i], i));
   }
   const int runner_up = PickRunnerUp(plan.candidates, best, options.tie_tolerance);
-  if (runner_up >= 0) {
+  if (model_best >= 0) {
+    const Evaluation& m = plan.candidates[model_best];
+    lines.push_back(absl::StrCat(
+        "why this cut: measured faster than all-local on these workers when a run ended on it; "
+        "the model's best, ",
+        CandidateName(profile, m.candidate), ", predicts ", FormatRate(m.predicted_samples_per_s),
+        " samples/s (",
+        absl::StrFormat("%+.1f%%",
+                        (m.predicted_samples_per_s / e->predicted_samples_per_s - 1) * 100),
+        "), within the ", FormatPercent(options.incumbent_margin),
+        " a predicted plan must gain over a measured one"));
+  } else if (runner_up >= 0) {
     const Evaluation& r = plan.candidates[runner_up];
     std::string why;
     if (r.predicted_samples_per_s < e->predicted_samples_per_s * (1 - options.tie_tolerance)) {

@@ -6,6 +6,7 @@
 #ifndef SLUICE_POLICY_SLUICE_PLANNER_H_
 #define SLUICE_POLICY_SLUICE_PLANNER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ struct PlannerOptions {
     std::string why;
   };
   std::vector<Excluded> excluded;
+  // A candidate measured on this cluster (the shape a previous run ended on, faster than
+  // all-local there: the controller's, from the metric store). It is picked over the model's
+  // best unless that predicts more than (1 + incumbent_margin) times its rate, as the loop
+  // switches from a measured plan only to one that is clearly better
+  // (ControllerOptions::switch_margin); it still needs min_gain over all-local. A loss, an
+  // exclusion, or an infeasible candidate is not picked.
+  std::optional<Candidate> incumbent;
+  double incumbent_margin = 0;
 };
 
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose

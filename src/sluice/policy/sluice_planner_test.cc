@@ -421,5 +421,56 @@ TEST(SluicePlannerTest, AReceiveCostFittedPerElementIsPaidOncePerBatch) {
                   p.costs.batch_cpu_s_per_sample,
               1e-7);
 }
+
+// A candidate measured on this cluster (the shape a run ended on) is kept over the model's
+// best unless that predicts more than the incumbent margin over it; never one that is
+// excluded, or one without the gain needed to offload.
+TEST(SluicePlannerTest, AnIncumbentWithinItsMarginOfTheBestIsKept) {
+  const Profile p = testing::UnequalWorkersProfile();
+  const PlannerOptions base;
+  const Plan model = PlanSluice(p, base);
+  ASSERT_TRUE(model.offload) << model.explanation;
+  const Candidate chosen{model.cut, model.read_mode, model.codec};
+  // The best other candidate that offloads with the gain needed, at another cut.
+  const Evaluation* other = nullptr;
+  double best = 0;
+  for (const Evaluation& e : model.candidates) {
+    if (e.feasible && e.candidate == chosen) best = e.predicted_samples_per_s;
+  }
+  for (const Evaluation& e : model.candidates) {
+    if (!e.feasible || e.candidate.cut == model.cut || e.offloaded_samples_per_s <= 0 ||
+        e.predicted_samples_per_s < model.predicted_local_samples_per_s * (1 + base.min_gain)) {
+      continue;
+    }
+    if (other == nullptr || e.predicted_samples_per_s > other->predicted_samples_per_s) other = &e;
+  }
+  ASSERT_NE(other, nullptr);
+  const double gap = best / other->predicted_samples_per_s - 1;
+  ASSERT_GT(gap, 0.002);
+  PlannerOptions o = base;
+  o.incumbent = other->candidate;
+  o.incumbent_margin = gap + 0.001;
+  const Plan kept = PlanSluice(p, o);
+  ASSERT_TRUE(kept.offload);
+  EXPECT_EQ(kept.cut, other->candidate.cut);
+  EXPECT_EQ(kept.read_mode, other->candidate.read_mode);
+  EXPECT_DOUBLE_EQ(kept.predicted_samples_per_s, other->predicted_samples_per_s);
+  EXPECT_THAT(kept.explanation, HasSubstr("measured faster than all-local on these workers"));
+  EXPECT_THAT(kept.explanation, HasSubstr("the model's best"));
+  // Beyond the margin, the model's best.
+  o.incumbent_margin = gap - 0.001;
+  EXPECT_EQ(PlanSluice(p, o).cut, model.cut);
+  // Excluded (a loss), it is not kept whatever the margin.
+  o.incumbent_margin = 1;
+  o.excluded.push_back({other->candidate, "measured no faster than all-local"});
+  EXPECT_EQ(PlanSluice(p, o).cut, model.cut);
+  // Nor without the gain to offload at all: the model's best offloads, the incumbent not.
+  PlannerOptions high = base;
+  high.incumbent = other->candidate;
+  high.incumbent_margin = 1;
+  high.min_gain = other->predicted_samples_per_s / model.predicted_local_samples_per_s - 1 + 0.001;
+  ASSERT_GT(best, model.predicted_local_samples_per_s * (1 + high.min_gain));
+  EXPECT_EQ(PlanSluice(p, high).cut, model.cut);
+}
 }  // namespace
 }  // namespace sluice::policy

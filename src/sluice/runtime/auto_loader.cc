@@ -97,6 +97,7 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
     if (loaded.costs.has_value()) {
       a->stored_costs_ = std::move(loaded.costs);
       a->stored_losses_ = std::move(loaded.losses);
+      a->stored_ended_on_ = std::move(loaded.ended_on);
       a->store_note_ = absl::StrCat("hit (saved ", static_cast<int64_t>(loaded.age_s), " s ago)");
       a->Log(absl::StrCat("metric store: planning from the costs in ", loaded.path, ", saved ",
                           static_cast<int64_t>(loaded.age_s), " s ago"));
@@ -254,7 +255,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   // A rank of a sharded run never batches per split (LoaderOptions::shard).
   copt.planner.allow_after_batch = spec_.batch.size > 0 && !options_.base.shard.sharded();
   controller_ = std::make_unique<policy::Controller>(profile, copt);
-  controller_->Remember(stored_losses_);
+  controller_->Remember(stored_losses_, stored_ended_on_);
   // The window's all-local rate is the plan to come back to if offloading measures worse.
   policy::TimelineEntry entry = controller_->Start(Seconds(now_ns), window.samples_per_s());
   entry.reason = absl::StrCat(
@@ -689,7 +690,8 @@ Status AutoLoader::Finish() {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }
   }
-  return store_->Save(key_, costs, controller_ != nullptr ? controller_->losses() : stored_losses_);
+  if (controller_ == nullptr) return store_->Save(key_, costs, stored_losses_, stored_ended_on_);
+  return store_->Save(key_, costs, controller_->losses(), controller_->ended_on());
 }
 
 AutoReport AutoLoader::Report() const {

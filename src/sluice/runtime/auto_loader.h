@@ -234,7 +234,8 @@ class AutoLoader final : public BatchSource {
   std::optional<policy::MetricStore> store_;
   policy::MetricKey key_;
   std::optional<policy::Costs> stored_costs_;
-  std::vector<policy::MeasuredLoss> stored_losses_;  // with the stored costs
+  std::vector<policy::MeasuredPlan> stored_losses_;      // with the stored costs
+  std::optional<policy::MeasuredPlan> stored_ended_on_;  // ... and the plan a run ended on
   std::string store_note_;
   std::optional<policy::Costs> costs_;  // the costs of the first plan
   std::optional<policy::Profile> profile_for_report_;
