@@ -22,7 +22,12 @@
 // its activity window: a plan switch closes a trainer's sessions and opens new ones, and for
 // that gap the other trainers must not be told that the CPU is theirs (they would re-plan on
 // a share lasting a fraction of a second, and their own switch would then do the same to
-// this trainer, back and forth).
+// this trainer, back and forth). It lingers only for the parties that were there before it
+// left, the ones it was sharing with: a trainer that came after never shared with it, and
+// one that left has most often ended (a trainer restarted at once had planned with half a
+// worker from a probe, then re-planned twice in its first seconds as the share came back).
+// One that was only switching plans is back within a moment, which a newcomer then sees as
+// it sees any change of its share.
 //
 // Pure and clock-injected: callers pass the time; every decision is a table test
 // (fair_share_test.cc). Not thread-safe: the worker service calls it under its lock.
@@ -40,9 +45,9 @@ class FairShare {
   // `activity_window_ns`: how long after it was last served a client still counts as active.
   explicit FairShare(int64_t activity_window_ns) : window_ns_(activity_window_ns) {}
 
-  // A client joins with `weight` (REQUIRES: weight > 0), in `group` (0: a group of its own).
-  // Re-adding an id replaces its weight and group.
-  void Add(uint64_t id, double weight, uint64_t group = 0);
+  // A client joins with `weight` (REQUIRES: weight > 0), in `group` (0: a group of its own),
+  // at `now_ns`. Re-adding an id replaces its weight and group.
+  void Add(uint64_t id, double weight, uint64_t group = 0, int64_t now_ns = 0);
   // The client leaves; it is never served again. An active one lingers in the shares (above).
   void Remove(uint64_t id, int64_t now_ns);
 
@@ -58,7 +63,9 @@ class FairShare {
   // weights; its own counted even if it is idle, in place of its party's). 0 for an unknown
   // or removed id.
   double Share(uint64_t id, double budget, int64_t now_ns) const;
-  // The weights of the active parties, but for `exclude_group`'s (0: none left out).
+  // The weights of the active parties, but for `exclude_group`'s (0: none left out), as
+  // `exclude_group` sees them: a client that left counts only if it left after that group
+  // joined (none for a group with no client here: a newcomer).
   double ActiveWeight(int64_t now_ns, uint64_t exclude_group = 0) const;
 
   int waiting(uint64_t id) const;
@@ -70,13 +77,17 @@ class FairShare {
     double vtime = 0;       // charged CPU seconds / weight
     int waiting = 0;        // tasks waiting for a thread
     int serving = 0;        // tasks taken by Next and not yet charged
-    int64_t last_ns = -1;   // when it was last served or charged; -1: never
+    int64_t last_ns = -1;   // when it was last served or charged (or left); -1: never
+    int64_t added_ns = 0;   // when it joined
     bool removed = false;   // left, and lingers for its activity window
   };
   bool Active(const Client& c, int64_t now_ns) const;
   // The active parties' weights, leaving out client `skip_id` and group `skip_group` (0:
-  // none).
-  double PartyWeights(int64_t now_ns, uint64_t skip_id, uint64_t skip_group) const;
+  // none), and the clients that left before `since_ns` (when the viewer joined).
+  double PartyWeights(int64_t now_ns, uint64_t skip_id, uint64_t skip_group,
+                      int64_t since_ns) const;
+  // When `group` (> 0) joined: its earliest client's joining; nullopt with no client here.
+  std::optional<int64_t> JoinedNs(uint64_t group) const;
   // Forgets the removed clients whose window has passed.
   void Prune(int64_t now_ns);
 

@@ -108,6 +108,30 @@ TEST(FairShareTest, TheShareIsTheBudgetOverTheActiveWeights) {
   EXPECT_EQ(f.Share(1, 2.0, 200 * kMs), 0);
 }
 
+// A client that left lingers for the parties that were there before it left (they were
+// sharing with it), not for one that joined after, nor for a newcomer's view.
+TEST(FairShareTest, AClientThatLeftLingersOnlyForThePartiesThatSharedWithIt) {
+  FairShare f(100 * kMs);
+  f.Add(1, 1, /*group=*/7, /*now_ns=*/0);
+  f.Add(2, 1, /*group=*/9, 0);
+  f.Wait(1, 0);
+  f.Wait(2, 0);
+  f.Remove(1, 10 * kMs);  // group 7 leaves, within its activity window
+  // Group 9 was sharing with it: it still counts, for 9's view and 9's share.
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(10 * kMs, /*exclude_group=*/9), 1);
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 10 * kMs), 0.5);
+  // A newcomer (group 5, no client here) does not count it.
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(10 * kMs, 5), 1);  // group 9 only
+  // Group 5 joins after 7 left: its share and view leave 7 out.
+  f.Add(3, 1, /*group=*/5, 20 * kMs);
+  f.Wait(3, 20 * kMs);
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(20 * kMs, 5), 1);
+  EXPECT_DOUBLE_EQ(f.Share(3, 1.0, 20 * kMs), 0.5);      // with 9, not with 7
+  EXPECT_DOUBLE_EQ(f.Share(2, 1.0, 20 * kMs), 1.0 / 3);  // 9 sees 7 and 5
+  // Past the window, 9 no longer sees 7 either.
+  EXPECT_DOUBLE_EQ(f.ActiveWeight(200 * kMs, 9), 1);  // group 5, waiting
+}
+
 // A trainer's own sessions (one group: a plan switch opens new ones while the old close) do
 // not count against each other; another trainer's do.
 TEST(FairShareTest, ClientsOfOneGroupDoNotCountAgainstEachOther) {

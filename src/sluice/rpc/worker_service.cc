@@ -1171,7 +1171,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     std::erase_if(shared_->sessions,
                   [](const std::weak_ptr<WorkerSession>& w) { return w.expired(); });
     shared_->sessions.push_back(session);
-    shared_->fair.Add(s.info_.id, request.weight, request.client_id);
+    shared_->fair.Add(s.info_.id, request.weight, request.client_id, shared_->Now());
     shared_->by_id[s.info_.id] = session;
     opened = absl::StrCat("session ", s.info_.id, " opened for ",
                           request.peer.empty() ? std::string("a trainer") : request.peer, ": cut ",

@@ -423,7 +423,8 @@ class WorkerService {
   WorkerService& operator=(const WorkerService&) = delete;
 
   // What GetInfo answers (address left empty); `client_id`'s own sessions are left out of
-  // active_session_weight.
+  // active_session_weight, and so are the trainers that left before it had a session here
+  // (FairShare::ActiveWeight).
   WorkerInfo Info(uint64_t client_id = 0) const;
   // ops::MeasureReadRate on the worker's storage (its data root and --data-url prefixes).
   StatusOr<double> MeasureReadRate(std::string_view path) const;

@@ -419,6 +419,10 @@ TEST_F(WorkerServiceTest, EachSessionIsToldItsShareOfTheCpu) {
   (*e)->Cancel();
   EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget / 2);
   EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/42).active_session_weight, 1);
+  // A newcomer (no session here) is not told to share with a trainer that left before it
+  // came: it never shared with it, and a trainer whose sessions all closed has most often
+  // ended.
+  EXPECT_DOUBLE_EQ(service.Info(/*client_id=*/99).active_session_weight, 1);  // c, not e
   now += static_cast<int64_t>((kActivityWindowS + 1) * 1e9);
   EXPECT_DOUBLE_EQ((*c)->cpu_share(), budget);
   EXPECT_EQ(service.Info(/*client_id=*/42).active_session_weight, 0);
