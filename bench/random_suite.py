@@ -46,7 +46,10 @@ usage:
 The oracle's sweep takes minutes a scenario. `run --oracle-plan-from` runs the plan that won
 an earlier sweep beside `none` and `sluice` instead, all of them `--repeats` times
 interleaved, and `table --beside` judges sluice against the median of those runs: a ratio
-measured in the same minutes, not against a rate carried from another run.
+measured in the same minutes, not against a rate carried from another run. Its "paired"
+column is the median of round-by-round ratios (each sluice run against the oracle's or
+FastFlow's run of the same round, a minute apart), which the machine's drift between rounds
+does not move; the medians' ratio is kept beside it.
 Needs root for `calibrate` and `run` (the testbed).
 """
 
@@ -295,6 +298,15 @@ def plan_rates(report, plan):
             if key.split("#")[0] == plan and result.get("samples_per_s")]
 
 
+def paired(sluice, other):
+    """The median of round-by-round ratios sluice[i] / other[i] (runs interleaved in rounds: a
+    round's runs are minutes apart, so the machine's drift between rounds cancels); None
+    without equal counts."""
+    if not sluice or not other or len(sluice) != len(other):
+        return None
+    return statistics.median(s / o for s, o in zip(sluice, other))
+
+
 def sluice_runs(report):
     """Each sluice run's (time to plan, plan ran longest or last) in order."""
     out = []
@@ -341,8 +353,10 @@ def table(args):
     index = json.load(open(os.path.join(args.dir, "index.json")))
     rows, vs_oracle, vs_fastflow = [], [], []
     print("| scenario | target stall | none | sluice (first, store) | fastflow | oracle |"
-          " sluice / oracle | sluice / fastflow | time to plan (s) | sluice's last plan |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " sluice / oracle | sluice / fastflow | paired: / oracle, / fastflow |"
+          " time to plan (s) | sluice's last plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    paired_oracle, paired_fastflow = [], []
     plan_times = []
     for entry in index["scenarios"]:
         path = os.path.join(args.results or args.dir, entry["name"] + ".json")
@@ -360,15 +374,25 @@ def table(args):
         fast = r.get("fastflow", [None])[0]
         if args.reference and ("oracle" not in r or "fastflow" not in r):
             oracle, fast = from_reference(args.reference, entry["name"], r, none, oracle, fast)
+        po = pf = None
         if args.beside and "oracle" not in r and none:
             # The sweep's winning plan and FastFlow's run beside the others (`run
             # --oracle-plan-from`, `--fastflow-plan-from`): their medians, not carried rates.
-            o = beside_rate(report, oracle_plan(args.reference, entry["name"]), none)
-            f = beside_rate(report, fastflow_plan(args.reference, entry["name"]), none)
+            oplan = oracle_plan(args.reference, entry["name"])
+            fplan = fastflow_plan(args.reference, entry["name"])
+            o = beside_rate(report, oplan, none)
+            f = beside_rate(report, fplan, none)
+            runs_of = lambda plan: r.get("none", []) if plan == "none" else plan_rates(report, plan)
             if o is not None:
                 oracle = max(o, none)
+                po = paired(sluice, r.get("none", []) if none >= o else runs_of(oplan))
             if f is not None:
                 fast = f
+                pf = paired(sluice, runs_of(fplan))
+        if po:
+            paired_oracle.append(po)
+        if pf:
+            paired_fastflow.append(pf)
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:
@@ -380,6 +404,7 @@ def table(args):
               f"{fmt(none)} | {' / '.join(fmt(v) for v in sluice) or '-'} | "
               f"{fmt(fast)} | {fmt(oracle)} | {so and f'{so:.2f}' or '-'} | "
               f"{sf and f'{sf:.2f}' or '-'} | "
+              f"{po and f'{po:.2f}' or '-'}, {pf and f'{pf:.2f}' or '-'} | "
               f"{' / '.join(f'{t:.1f}' for t, _ in runs if t is not None) or '-'} | "
               f"{' / '.join(p for _, p in runs) or '-'} |")
     if vs_oracle:
@@ -387,6 +412,14 @@ def table(args):
         print(f"sluice / oracle over {len(vs_oracle)} scenarios: median "
               f"{statistics.median(vs_oracle):.2f}, min {min(vs_oracle):.2f}, "
               f">= 0.95 on {sum(v >= 0.95 for v in vs_oracle)}")
+    if paired_oracle:
+        print(f"paired (round by round) sluice / oracle over {len(paired_oracle)} scenarios: "
+              f"median {statistics.median(paired_oracle):.2f}, min {min(paired_oracle):.2f}, "
+              f">= 0.95 on {sum(v >= 0.95 for v in paired_oracle)}")
+    if paired_fastflow:
+        print(f"paired sluice / fastflow over {len(paired_fastflow)} scenarios: median "
+              f"{statistics.median(paired_fastflow):.2f}, min {min(paired_fastflow):.2f}, "
+              f">= 1 on {sum(v >= 1 for v in paired_fastflow)}")
     if plan_times:
         print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:
