@@ -101,12 +101,13 @@ void Controller::RateStats::Add(double rate) {
   sum_sq += rate * rate;
 }
 
-double Controller::RateStats::StdErr() const {
+double Controller::RateStats::StdDev() const {
   if (n < 2) return 0;
   const double mean = Mean();
-  const double var = std::max(0.0, (sum_sq - n * mean * mean) / (n - 1));
-  return std::sqrt(var / n);
+  return std::sqrt(std::max(0.0, (sum_sq - n * mean * mean) / (n - 1)));
 }
+
+double Controller::RateStats::StdErr() const { return n < 2 ? 0 : StdDev() / std::sqrt(n); }
 
 Controller::Beliefs Controller::CurrentBeliefs() const {
   return Beliefs{profile_, trainer_factor_, worker_factor_};
@@ -234,13 +235,20 @@ std::optional<MeasuredPlan> Controller::ended_on() const {
   }
   const Tried& cur = tried_[current_];
   if (cur.rate.n < options_.min_measured_periods) return std::nullopt;
-  double local = EvaluateFixed(effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s;
-  if (const Tried* all_local = Find(Plan()); all_local != nullptr && all_local->rate.n > 0) {
-    local = all_local->rate.lower_bound ? std::max(local, all_local->rate.Mean())
-                                        : all_local->rate.Mean();
-  }
+  const double local = AllLocalReference();
   if (!(cur.rate.Mean() > local)) return std::nullopt;
   return Measured(plan_, cur.rate.Mean(), local);
+}
+
+double Controller::AllLocalReference(double* bound, double* predicted) const {
+  const Tried* all_local = Find(Plan());  // every all-local plan is one placement
+  const double start = all_local != nullptr && all_local->rate.n > 0 ? all_local->rate.Mean() : 0;
+  const double model =
+      EvaluateFixed(effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s;
+  if (bound != nullptr) *bound = start;
+  if (predicted != nullptr) *predicted = model;
+  if (start > 0 && !all_local->rate.lower_bound) return start;
+  return std::max(start, model);
 }
 
 std::vector<MeasuredPlan> Controller::losses() const {
@@ -745,20 +753,16 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   }
   const Tried& cur = tried_[current_];
   if (cur.rate.n < options_.min_measured_periods) return std::nullopt;
-  const Tried* local = nullptr;
-  for (const Tried& t : tried_) {
-    if (!t.plan.offload) local = &t;
-  }
+  const Tried* local = Find(Plan());
   // All-local measured in steady state: the rollback rule compares the two.
   if (local != nullptr && !local->rate.lower_bound && local->rate.n > 0) return std::nullopt;
   // Two estimates of all-local's steady rate: the start window (a lower bound, its start-up
   // included; absent when nothing ran before the first plan) and the model. The offloading
   // plan needs no check when its measured rate clears both by the noise of its periods and
   // by what a period resolves (the rule `Differs` applies to two measured plans).
-  const double bound = local != nullptr ? local->rate.Mean() : 0;
-  const double predicted =
-      EvaluateFixed(effective_profile(), Candidate{0}, 0, {}).predicted_samples_per_s;
-  const double reference = std::max(bound, predicted);
+  double bound = 0;
+  double predicted = 0;
+  const double reference = AllLocalReference(&bound, &predicted);
   const double mean = cur.rate.Mean();
   const double gap = mean - reference;
   if (reference > 0 && gap > options_.min_rate_gap * mean) {
@@ -768,8 +772,7 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
     // its measured rate says. It keeps running while the periods the gap needs (the noise
     // shrinks with their square root) are no more than the check would spend: as many as it
     // has, measured on all-local instead (min_measured_periods after its settle).
-    const double spread = cur.rate.StdErr() * std::sqrt(static_cast<double>(cur.rate.n));
-    const double needed = std::pow(options_.noise_z * spread / gap, 2);
+    const double needed = std::pow(options_.noise_z * cur.rate.StdDev() / gap, 2);
     const int most = 2 * options_.min_measured_periods;
     if (cur.rate.n < most && needed <= most) return std::nullopt;
   }

@@ -230,6 +230,7 @@ class Controller {
     bool lower_bound = false;
     void Add(double rate);
     double Mean() const { return n > 0 ? sum / n : 0; }
+    double StdDev() const;  // of the periods; 0 with fewer than 2
     double StdErr() const;  // of the mean; 0 with fewer than 2 periods
   };
   // What the controller believes (costs, calibration): restored when a plan is returned to.
@@ -330,6 +331,10 @@ class Controller {
   bool local_lost_check_ = false;
   // The shape an earlier run ended on with these workers (Remember), for the first plan.
   std::optional<MeasuredPlan> incumbent_;
+  // All-local's best known rate: measured in steady state, or else the larger of its
+  // start-up window (a lower bound; 0 when nothing ran before the first plan) and the
+  // model's prediction, which `*bound` and `*predicted` get when given.
+  double AllLocalReference(double* bound = nullptr, double* predicted = nullptr) const;
   // Whether `measured` was taken on this profile's workers at the same CPU budgets.
   bool SameWorkers(const MeasuredPlan& measured) const;
   MeasuredPlan Measured(const Plan& plan, double measured, double local) const;
