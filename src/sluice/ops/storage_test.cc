@@ -119,6 +119,40 @@ TEST_F(StorageTest, ASymlinkInsideTheRootIsFollowed) {
   EXPECT_EQ(data->bytes(), "inside");
 }
 
+TEST_F(StorageTest, RelativeSymlinksThatStayInsideAreFollowedAndOnesThatClimbOutAreNot) {
+  // Relative links resolve in the kernel's confined walk; "../" out of the root does not.
+  fs::create_symlink("sub/a.bin", base_ / "root" / "rel-alias.bin");
+  fs::create_directory_symlink("sub", base_ / "root" / "rel-dir");
+  fs::create_symlink("../outside/secret.txt", base_ / "root" / "climb.txt");
+  fs::create_symlink("../../outside/secret.txt", base_ / "root" / "sub" / "climb2.txt");
+  auto confined = MakeConfinedStorage(Root(), false);
+  for (const char* path : {"rel-alias.bin", "rel-dir/a.bin", "rel-dir/../sub/a.bin"}) {
+    auto data = confined->ReadFile(path, 1 << 20);
+    ASSERT_TRUE(data.ok()) << path << ": " << data.status();
+    EXPECT_EQ(data->bytes(), "inside");
+  }
+  for (const char* path : {"climb.txt", "sub/climb2.txt"}) {
+    auto data = confined->ReadFile(path, 1 << 20);
+    EXPECT_EQ(data.status().code(), absl::StatusCode::kPermissionDenied) << path;
+    EXPECT_THAT(std::string(data.status().message()), HasSubstr("through a symlink")) << path;
+  }
+}
+
+TEST_F(StorageTest, ConfinedRefusesFifosFoldersAndMissingFilesWithTheirOwnMessages) {
+  ASSERT_EQ(::mkfifo((base_ / "root" / "fifo.jpg").c_str(), 0600), 0);
+  auto confined = MakeConfinedStorage(Root(), false);
+  auto fifo = confined->ReadFile("fifo.jpg", 1 << 20);
+  EXPECT_THAT(std::string(fifo.status().message()), HasSubstr("a FIFO, only regular files"));
+  auto dir = confined->ReadFile("sub", 1 << 20);
+  EXPECT_THAT(std::string(dir.status().message()), HasSubstr("a folder"));
+  auto missing = confined->ReadFile("sub/none.bin", 1 << 20);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("cannot open 'sub/none.bin': No such file"));
+  auto magic = confined->ReadFile("../../proc/self/root/etc/hostname", 1 << 20);
+  EXPECT_EQ(magic.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(StorageTest, ARootThatIsASymlinkWorks) {
   fs::create_directory_symlink(base_ / "root", base_ / "root-link");
   auto data = MakeConfinedStorage((base_ / "root-link").string(), false)
