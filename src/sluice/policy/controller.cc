@@ -196,8 +196,26 @@ MeasuredPlan Controller::Measured(const Plan& plan, double measured, double loca
   return loss;
 }
 
+MeasuredPlan Controller::Lost(const Plan& plan, double measured, double local) const {
+  MeasuredPlan loss = Measured(plan, measured, local);
+  int before = 0;
+  for (const std::vector<MeasuredPlan>* list : {&lost_to_local_, &retest_}) {
+    for (const MeasuredPlan& l : *list) {
+      if (SameShape(l.plan, plan)) before = std::max(before, l.times_lost);
+    }
+  }
+  loss.times_lost = std::min(before + 1, kMaxTimesLost);
+  return loss;
+}
+
+int RunsALossIsSkippedFor(int times_lost) {
+  return 1 << (std::clamp(times_lost, 1, kMaxTimesLost) - 1);
+}
+
 void Controller::ForgetLosses(const Plan& plan) {
-  std::erase_if(lost_to_local_, [&plan](const MeasuredPlan& l) { return SameShape(l.plan, plan); });
+  const auto same = [&plan](const MeasuredPlan& l) { return SameShape(l.plan, plan); };
+  std::erase_if(lost_to_local_, same);
+  std::erase_if(retest_, same);
 }
 
 bool Controller::SameWorkers(const MeasuredPlan& measured) const {
@@ -224,7 +242,14 @@ bool Controller::SameWorkers(const MeasuredPlan& measured) const {
 void Controller::Remember(const std::vector<MeasuredPlan>& earlier,
                           const std::optional<MeasuredPlan>& last_run) {
   for (const MeasuredPlan& loss : earlier) {
-    if (SameWorkers(loss)) lost_to_local_.push_back(loss);
+    if (!SameWorkers(loss)) continue;
+    if (loss.runs_skipped < RunsALossIsSkippedFor(loss.times_lost)) {
+      MeasuredPlan skipped = loss;
+      ++skipped.runs_skipped;  // this run
+      lost_to_local_.push_back(std::move(skipped));
+    } else {
+      retest_.push_back(loss);
+    }
   }
   if (last_run.has_value() && SameWorkers(*last_run)) incumbent_ = last_run;
 }
@@ -252,7 +277,8 @@ double Controller::AllLocalReference(double* bound, double* predicted) const {
 }
 
 std::vector<MeasuredPlan> Controller::losses() const {
-  std::vector<MeasuredPlan> all = lost_to_local_;
+  std::vector<MeasuredPlan> all = retest_;  // older than any loss of this run
+  all.insert(all.end(), lost_to_local_.begin(), lost_to_local_.end());
   // A check the run ended in: the plan's measured rate against the higher of the all-local
   // rate it did not clearly beat and what all-local measured in the check so far.
   const Tried* offload = checking_against_.has_value() ? Find(*checking_against_) : nullptr;
@@ -260,7 +286,11 @@ std::vector<MeasuredPlan> Controller::losses() const {
     const Tried& local = tried_[current_];
     const double so_far = !local.plan.offload && local.rate.n > 0 ? local.rate.Mean() : 0;
     all.push_back(
-        Measured(*checking_against_, offload->rate.Mean(), std::max(checking_reference_, so_far)));
+        Lost(*checking_against_, offload->rate.Mean(), std::max(checking_reference_, so_far)));
+  }
+  // The shape the run ended on measured faster than all-local after any loss of it.
+  if (const std::optional<MeasuredPlan> won = ended_on()) {
+    std::erase_if(all, [&won](const MeasuredPlan& l) { return SameShape(l.plan, won->plan); });
   }
   // One per shape, the newest (so at most one per cut, read mode, codec and worker set), and
   // only these workers': a run keeps what its own cluster measured.
@@ -284,6 +314,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     trials_ = 0;
     checking_against_.reset();
     lost_to_local_.clear();
+    retest_.clear();
     local_lost_check_ = false;
   } else if (current_ < tried_.size() && entry.kind != DecisionKind::kKeep &&
              !SamePlacement(was, plan_)) {
@@ -341,6 +372,14 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   if (!skipped.empty()) {
     absl::StrAppend(&reason, " (the model's ", absl::StrJoin(skipped, " and then "),
                     " measured no faster than all-local with these workers in an earlier run)");
+  }
+  for (const MeasuredPlan& r : retest_) {
+    if (plan_.offload && SameShape(plan_, r.plan)) {
+      absl::StrAppend(&reason, " (a retest: its shape measured no faster than all-local ",
+                      r.times_lost == 1 ? "once" : absl::StrCat(r.times_lost, " times in a row"),
+                      " in earlier runs with these workers, and ", r.runs_skipped,
+                      r.runs_skipped == 1 ? " run" : " runs", " since skipped it)");
+    }
   }
   if (incumbent_.has_value() && SameShape(plan_, incumbent_->plan)) {
     absl::StrAppend(&reason, " (the shape an earlier run ended on with these workers, ",
@@ -729,7 +768,7 @@ std::optional<TimelineEntry> Controller::MaybeRollback(const Measurement& m) {
   // all-local as surely as in a check: kept with the losses for this world and the next run.
   const Plan lost = plan_;
   if (plan_.offload && !back.offload) {
-    lost_to_local_.push_back(Measured(plan_, left_rate, back_rate));
+    lost_to_local_.push_back(Lost(plan_, left_rate, back_rate));
   }
   profile_ = restore.profile;
   trainer_factor_ = restore.trainer_factor;
@@ -809,7 +848,7 @@ std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {
   const double offload_rate = offload->rate.Mean();
   if (!(offload_rate > local_rate)) {
     // Measured no better: all-local stays, and the plan is not adopted again in this world.
-    lost_to_local_.push_back(Measured(against, offload_rate, local_rate));
+    lost_to_local_.push_back(Lost(against, offload_rate, local_rate));
     const std::string kept = KeepReceiveCostOfLoss(against, checking_receive_);
     return Record(t, DecisionKind::kRollback,
                   absl::StrCat("all-local check: all-local measured ", FormatRate(local_rate),

@@ -195,8 +195,11 @@ class Controller {
   // incumbent): a measured plan is left only for one clearly better, at start as in the loop.
   void Remember(const std::vector<MeasuredPlan>& earlier,
                 const std::optional<MeasuredPlan>& last_run = std::nullopt);
+  // A loss is skipped for RunsALossIsSkippedFor(times_lost) runs after it was measured; after
+  // that its shape is retested (open to the planner, and the first plan says so).
   // The losses to keep for the next run: the remembered ones this run did not contradict and
-  // this run's, the newest last. An all-local check still running (the run ended first)
+  // this run's, the newest last; none of the shape the run ended on (ended_on), which
+  // measured faster than all-local since. An all-local check still running (the run ended first)
   // counts as lost: its plan measured no clear gain over all-local, and a next run does not
   // start on a plan that has not shown one (docs/policy.md, rule 7).
   std::vector<MeasuredPlan> losses() const;
@@ -324,6 +327,10 @@ class Controller {
   // measured: the plan's rate and all-local's. In this run, and in earlier runs with the same
   // workers and budgets (Remember), oldest first.
   std::vector<MeasuredPlan> lost_to_local_;
+  // Earlier runs' losses with these workers whose skips are spent (RunsALossIsSkippedFor):
+  // their shapes are open to the planner again, and the records are kept so that a new loss
+  // of the shape counts as one more in a row.
+  std::vector<MeasuredPlan> retest_;
   // The other way round: an all-local check measured an offloading plan faster than
   // all-local. Until the world changes, a re-plan to all-local
   // (a recalibration that makes offloading look worthless, say) is a move to a plan measured
@@ -338,9 +345,17 @@ class Controller {
   // Whether `measured` was taken on this profile's workers at the same CPU budgets.
   bool SameWorkers(const MeasuredPlan& measured) const;
   MeasuredPlan Measured(const Plan& plan, double measured, double local) const;
+  // A loss measured in this run: Measured, one more in a row than the shape's last loss.
+  MeasuredPlan Lost(const Plan& plan, double measured, double local) const;
   // Drops the losses of `plan`'s shape: an all-local check measured it faster than all-local.
   void ForgetLosses(const Plan& plan);
 };
+
+// How many later runs skip a shape that measured no faster than all-local `times_lost` times
+// in a row: 1, 2, 4, ... (times_lost capped at kMaxTimesLost). A loss is one measurement with
+// its noise: a shape lost by chance is retried in the run after next, one that keeps losing
+// costs a retest ever more rarely (docs/policy.md, rule 7).
+int RunsALossIsSkippedFor(int times_lost);
 
 // Whether two plans run the same way: both local, or the same cut, read mode, codec, worker
 // set and spill, with ratios within half a ratio step (ControllerOptions::max_ratio_step).

@@ -806,6 +806,79 @@ TEST(ControllerTest, ALossFromAnEarlierRunWithTheseWorkersIsNotTheStart) {
   EXPECT_TRUE(elsewhere.losses().empty());
 }
 
+// A loss is one measurement with its noise: an earlier run's loss rules its shape out for
+// the run after it, then the shape is retested (the first plan says so); a shape that loses
+// again is skipped for twice as many runs (1, 2, 4, ...). On random-17 of the randomized
+// suite, where offloading gains ~10% and a period's rate moves by as much, single checks lost
+// by chance had ruled out the after-batch and cut-4 shapes for good, and every later run from
+// the store started, and stayed, all-local.
+TEST(ControllerTest, ALossIsSkippedForOneRunThenRetestedAndARepeatedLossForTwiceAsMany) {
+  EXPECT_EQ(RunsALossIsSkippedFor(1), 1);
+  EXPECT_EQ(RunsALossIsSkippedFor(2), 2);
+  EXPECT_EQ(RunsALossIsSkippedFor(3), 4);
+  EXPECT_EQ(RunsALossIsSkippedFor(kMaxTimesLost + 5), RunsALossIsSkippedFor(kMaxTimesLost));
+
+  Controller first(StandardProfile());
+  const LostCheck l = LoseTheAllLocalCheck(first);
+  ASSERT_EQ(l.rollback.kind, DecisionKind::kRollback) << l.rollback.reason;
+  std::vector<MeasuredPlan> stored = first.losses();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].times_lost, 1);
+  EXPECT_EQ(stored[0].runs_skipped, 0);
+
+  // Runs from the store that measure nothing of the shape: which of them start on it.
+  auto starts_on_it = [&](std::vector<MeasuredPlan>* losses, std::string* reason) {
+    Controller run(StandardProfile());
+    run.Remember(*losses);
+    *reason = run.Start(0, 555).reason;
+    *losses = run.losses();
+    return run.plan().offload && SameShape(run.plan(), l.offload);
+  };
+  std::string reason;
+  EXPECT_FALSE(starts_on_it(&stored, &reason)) << reason;
+  EXPECT_THAT(reason, HasSubstr("in an earlier run"));
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].runs_skipped, 1);
+  EXPECT_TRUE(starts_on_it(&stored, &reason)) << reason;
+  EXPECT_THAT(reason, HasSubstr("(a retest: its shape measured no faster than all-local once in "
+                                "earlier runs with these workers, and 1 run since skipped it)"));
+  ASSERT_EQ(stored.size(), 1u);  // kept, so that a new loss counts as the second in a row
+
+  // The retest loses the check again: two in a row, skipped for two runs.
+  Controller again(StandardProfile());
+  again.Remember(stored);
+  const LostCheck l2 = LoseTheAllLocalCheck(again);
+  ASSERT_TRUE(SameShape(l2.offload, l.offload)) << l2.offload.PolicyString();
+  ASSERT_EQ(l2.rollback.kind, DecisionKind::kRollback) << l2.rollback.reason;
+  stored = again.losses();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].times_lost, 2);
+  EXPECT_EQ(stored[0].runs_skipped, 0);
+  EXPECT_FALSE(starts_on_it(&stored, &reason)) << reason;
+  EXPECT_FALSE(starts_on_it(&stored, &reason)) << reason;
+  EXPECT_TRUE(starts_on_it(&stored, &reason)) << reason;
+  EXPECT_THAT(reason, HasSubstr("2 times in a row"));
+}
+
+// A run that ends on the shape of a remembered loss, measured faster than all-local, leaves
+// no loss of it: the newest measurement of a shape is what the next run believes.
+TEST(ControllerTest, ARunEndingOnARetestedShapeThatWonDropsItsLoss) {
+  Controller first(StandardProfile());
+  const LostCheck l = LoseTheAllLocalCheck(first);
+  ASSERT_EQ(l.rollback.kind, DecisionKind::kRollback) << l.rollback.reason;
+  MeasuredPlan loss = first.losses().at(0);
+  loss.runs_skipped = RunsALossIsSkippedFor(loss.times_lost);  // due for a retest
+  Controller retest(StandardProfile());
+  retest.Remember({loss});
+  retest.Start(0, 555);
+  ASSERT_TRUE(retest.plan().offload && SameShape(retest.plan(), l.offload));
+  EXPECT_EQ(retest.losses().size(), 1u);  // still the record, until the retest shows a win
+  // Measured clearly over all-local (twice the reference): no check, and the run ends on it.
+  Feed(retest, 1, 8, 2 * l.reference);
+  ASSERT_TRUE(retest.ended_on().has_value());
+  EXPECT_TRUE(retest.losses().empty());
+}
+
 // random-08-job-m of the randomized suite, as its first run measured it: the M pipeline
 // (read_file 36.5 us for a 243 KB file, decode_wav 3.7 us, pad_or_trim 1.1 us, 32.9 KB
 // of float samples out), 16 a batch, a 0.96-CPU trainer at 19,300 samples/s all-local with

@@ -78,6 +78,8 @@ TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
   loss.measured = 1301;
   loss.local = 1365;
   loss.worker_cpus = {0.5, 1.5};
+  loss.times_lost = 3;
+  loss.runs_skipped = 2;
   ASSERT_TRUE(Store().Save(key_, costs, {loss}).ok());
   MetricLoadResult r = Store().Load(key_);
   ASSERT_TRUE(r.costs.has_value()) << r.warning;
@@ -90,6 +92,29 @@ TEST_F(MetricStoreTest, LossesRoundTripWithTheCosts) {
   EXPECT_EQ(got.measured, 1301);
   EXPECT_EQ(got.local, 1365);
   EXPECT_EQ(got.worker_cpus, loss.worker_cpus);
+  EXPECT_EQ(got.times_lost, 3);
+  EXPECT_EQ(got.runs_skipped, 2);
+
+  // Written before a loss had its counts: one loss, no run skipped since.
+  nlohmann::json old_entry = ToJson(loss);
+  old_entry.erase("times_lost");
+  old_entry.erase("runs_skipped");
+  StatusOr<MeasuredPlan> old_loss = MeasuredPlanFromJson(old_entry);
+  ASSERT_TRUE(old_loss.ok()) << old_loss.status();
+  EXPECT_EQ(old_loss->times_lost, 1);
+  EXPECT_EQ(old_loss->runs_skipped, 0);
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(1.5), nlohmann::json("2"),
+                                    nlohmann::json(kMaxTimesLost + 1)}) {
+    nlohmann::json j = ToJson(loss);
+    j["times_lost"] = bad;
+    EXPECT_THAT(std::string(MeasuredPlanFromJson(j).status().message()),
+                HasSubstr("times_lost is not a whole number in [1, 8]"))
+        << bad.dump();
+  }
+  nlohmann::json negative = ToJson(loss);
+  negative["runs_skipped"] = -1;
+  EXPECT_THAT(std::string(MeasuredPlanFromJson(negative).status().message()),
+              HasSubstr("runs_skipped is not a whole number"));
 
   ASSERT_TRUE(Store().Save(key_, costs).ok());
   r = Store().Load(key_);

@@ -92,7 +92,9 @@ json ToJson(const MeasuredPlan& loss) {
               {"predicted", loss.plan.predicted_samples_per_s},
               {"measured", loss.measured},
               {"local", loss.local},
-              {"worker_cpus", loss.worker_cpus}};
+              {"worker_cpus", loss.worker_cpus},
+              {"times_lost", loss.times_lost},
+              {"runs_skipped", loss.runs_skipped}};
 }
 
 StatusOr<MeasuredPlan> MeasuredPlanFromJson(const json& j) {
@@ -139,6 +141,18 @@ StatusOr<MeasuredPlan> MeasuredPlanFromJson(const json& j) {
     }
     loss.worker_cpus.push_back(c.get<double>());
   }
+  auto count = [&j](const char* key, int low, int high, int* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return absl::OkStatus();  // written before the counts: the default
+    if (!it->is_number_integer() || it->get<int64_t>() < low || it->get<int64_t>() > high) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a measured plan's ", key, " is not a whole number in [", low, ", ", high, "]"));
+    }
+    *out = static_cast<int>(it->get<int64_t>());
+    return absl::OkStatus();
+  };
+  SLUICE_RETURN_IF_ERROR(count("times_lost", 1, kMaxTimesLost, &loss.times_lost));
+  SLUICE_RETURN_IF_ERROR(count("runs_skipped", 0, 1 << kMaxTimesLost, &loss.runs_skipped));
   return loss;
 }
 

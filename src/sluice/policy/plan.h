@@ -51,9 +51,17 @@ struct MeasuredPlan {
   double measured = 0;  // the plan's rate, samples/s
   double local = 0;     // all-local's (in the same check, or the best known in that run)
   std::vector<double> worker_cpus;  // per worker_addresses, their CPU budgets then
+  // A loss's weight across runs (Controller::Remember): how many times in a row its shape
+  // measured no faster than all-local with no win between, and how many later runs have
+  // skipped the shape for it since it last lost. Unused for the plan a run ended on.
+  int times_lost = 1;
+  int runs_skipped = 0;
 };
+// The most a loss's times_lost counts (RunsALossIsSkippedFor doubles per loss up to it).
+inline constexpr int kMaxTimesLost = 8;
 // {"placement": PlacementToJson (with the workers' addresses), "predicted", "measured",
-//  "local", "worker_cpus"}; the inverse returns InvalidArgument naming what is wrong.
+//  "local", "worker_cpus", "times_lost", "runs_skipped"} (the last two absent in entries
+// written before them: 1 and 0); the inverse returns InvalidArgument naming what is wrong.
 nlohmann::json ToJson(const MeasuredPlan& measured);
 StatusOr<MeasuredPlan> MeasuredPlanFromJson(const nlohmann::json& j);
 
