@@ -879,6 +879,30 @@ TEST(ControllerTest, ARunEndingOnARetestedShapeThatWonDropsItsLoss) {
   EXPECT_TRUE(retest.losses().empty());
 }
 
+// The model's all-local rate is raised to what all-local measured before the first plan (a
+// lower bound of its steady rate), never lowered to it: stored costs that make the trainer
+// slower than it measured would hold it to too small a share of an offload.
+TEST(ControllerTest, TheModelsAllLocalIsRaisedToTheRateMeasuredBeforeTheFirstPlan) {
+  Controller probe(StandardProfile());
+  probe.Start(0, 1);
+  const double model = probe.plan().predicted_local_samples_per_s;
+  ASSERT_GT(model, 1);
+
+  Controller faster(StandardProfile());
+  const TimelineEntry e = faster.Start(0, 1.3 * model);
+  EXPECT_NEAR(faster.plan().predicted_local_samples_per_s, 1.3 * model, 1e-6 * model);
+  EXPECT_THAT(e.reason, HasSubstr("the trainer's costs scaled by 0.77 to meet the all-local "
+                                  "rate measured"));
+  if (faster.plan().offload && probe.plan().offload && SameShape(faster.plan(), probe.plan())) {
+    EXPECT_LT(faster.plan().ratio, probe.plan().ratio);  // the trainer takes more
+  }
+
+  Controller slower(StandardProfile());
+  const TimelineEntry s = slower.Start(0, 0.8 * model);
+  EXPECT_DOUBLE_EQ(slower.plan().predicted_local_samples_per_s, model);
+  EXPECT_THAT(s.reason, ::testing::Not(HasSubstr("scaled by")));
+}
+
 // random-08-job-m of the randomized suite, as its first run measured it: the M pipeline
 // (read_file 36.5 us for a 243 KB file, decode_wav 3.7 us, pad_or_trim 1.1 us, 32.9 KB
 // of float samples out), 16 a batch, a 0.96-CPU trainer at 19,300 samples/s all-local with
