@@ -322,10 +322,7 @@ class ConfinedStorageImpl final : public Storage {
   ConfinedStorageImpl& operator=(const ConfinedStorageImpl&) = delete;
 
   StatusOr<std::string> Resolve(std::string_view path) const override {
-    if (path.empty()) return EmptyPath();
-    const fs::path p(path);
-    const fs::path full = (p.is_absolute() ? p : root_ / p).lexically_normal();
-    if (!Inside(full, root_)) return Outside(path, "");
+    SLUICE_ASSIGN_OR_RETURN(const fs::path full, Lexical(path));
     if (allow_symlinks_out_) return full.string();
     // Symlinks followed: where the path really leads must be inside too. (A path that does
     // not exist yet fails at open with NotFound.)
@@ -344,13 +341,11 @@ class ConfinedStorageImpl final : public Storage {
 
  protected:
   StatusOr<int> Open(std::string_view path) const override {
-    if (!allow_symlinks_out_ && root_fd_ >= 0 && !path.empty()) {
+    if (!allow_symlinks_out_ && root_fd_ >= 0) {
       // The kernel confines the walk: a file opened this way lies inside the real root. Any
       // failure (a symlink that leaves or is absolute, a missing file, no openat2) goes the
       // checked way below, which gives its verdict and its message.
-      const fs::path p(path);
-      const fs::path full = (p.is_absolute() ? p : root_ / p).lexically_normal();
-      if (!Inside(full, root_)) return Outside(path, "");
+      SLUICE_ASSIGN_OR_RETURN(const fs::path full, Lexical(path));
       const int fd = OpenBeneath(root_fd_, full.lexically_relative(root_).c_str());
       if (fd >= 0) return fd;
     }
@@ -374,6 +369,15 @@ class ConfinedStorageImpl final : public Storage {
   }
 
  private:
+  // `path` (relative to the root, or absolute) normalized, where its text stays inside the
+  // root; symlinks are not looked at.
+  StatusOr<fs::path> Lexical(std::string_view path) const {
+    if (path.empty()) return EmptyPath();
+    const fs::path p(path);
+    fs::path full = (p.is_absolute() ? p : root_ / p).lexically_normal();
+    if (!Inside(full, root_)) return Outside(path, "");
+    return full;
+  }
   Status Outside(std::string_view path, std::string_view how) const {
     return absl::PermissionDeniedError(
         absl::StrCat("path '", Av(path), "' is outside the worker's data root '",
