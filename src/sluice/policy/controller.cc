@@ -258,11 +258,22 @@ std::optional<MeasuredPlan> Controller::ended_on() const {
   if (!plan_.offload || checking_against_.has_value() || current_ >= tried_.size()) {
     return std::nullopt;
   }
-  const Tried& cur = tried_[current_];
-  if (cur.rate.n < options_.min_measured_periods) return std::nullopt;
+  // The plan in force, or, while it has too few periods (a trial of its spill or a ratio step
+  // that the run ended in), the best measured plan of its shape.
+  const Tried* ended = &tried_[current_];
+  if (ended->rate.n < options_.min_measured_periods) {
+    ended = nullptr;
+    for (const Tried& t : tried_) {
+      if (SameShape(t.plan, plan_) && t.rate.n >= options_.min_measured_periods &&
+          (ended == nullptr || t.rate.Mean() > ended->rate.Mean())) {
+        ended = &t;
+      }
+    }
+    if (ended == nullptr) return std::nullopt;
+  }
   const double local = AllLocalReference();
-  if (!(cur.rate.Mean() > local)) return std::nullopt;
-  return Measured(plan_, cur.rate.Mean(), local);
+  if (!(ended->rate.Mean() > local)) return std::nullopt;
+  return Measured(ended->plan, ended->rate.Mean(), local);
 }
 
 double Controller::AllLocalReference(double* bound, double* predicted) const {
@@ -331,7 +342,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
       return;
     }
   }
-  tried_.push_back(Tried{plan_, {}, CurrentBeliefs()});
+  tried_.push_back(Tried{plan_, {}, CurrentBeliefs(), {}, {}});
   current_ = tried_.size() - 1;
 }
 
@@ -341,7 +352,10 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   tried_.clear();
   if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
     Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
-                {}, before};
+                {},
+                before,
+                {},
+                {}};
     for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);
     local.rate.lower_bound = true;
     tried_.push_back(std::move(local));
@@ -377,6 +391,7 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
     po.incumbent =
         Candidate{incumbent_->plan.cut, incumbent_->plan.read_mode, incumbent_->plan.codec};
     po.incumbent_margin = options_.switch_margin;
+    po.incumbent_spill_over = incumbent_->plan.local_spill_over;
   }
   plan_ = PlanSluice(eff, po);
   // A shape an earlier run measured no faster than all-local on these workers is not the
@@ -947,9 +962,11 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   // The plan's own rate, once the streams have settled after the change.
   if (t - last_change_t_ >= options_.settle_s && m.samples_per_s > 0 &&
       current_ < tried_.size()) {
-    RateStats& rate = tried_[current_].rate;
-    if (rate.lower_bound) rate = RateStats{};  // a steady-state reading replaces the bound
-    rate.Add(m.samples_per_s);
+    Tried& cur = tried_[current_];
+    if (cur.rate.lower_bound) cur.rate = RateStats{};  // a steady-state reading replaces it
+    cur.rate.Add(m.samples_per_s);
+    cur.stall.Add(std::clamp(m.stall_fraction, 0.0, 1.0));
+    if (m.trainer_cpu_busy > 0) cur.trainer_busy.Add(m.trainer_cpu_busy);
   }
   if (std::optional<TimelineEntry> back = MaybeRollback(m)) return *back;
   if (std::optional<TimelineEntry> end = MaybeEndLocalCheck(t)) return *end;
@@ -959,6 +976,7 @@ TimelineEntry Controller::Decide(const Measurement& m) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
   }
   if (std::optional<TimelineEntry> slow = MaybeSlowWorker(m)) return *slow;
+  if (std::optional<TimelineEntry> spill = MaybeSpillOver(m)) return *spill;
   if (t - last_change_t_ < options_.cooldown_s) {
     mismatch_since_.reset();
     stall_since_.reset();
@@ -1025,6 +1043,46 @@ std::optional<TimelineEntry> Controller::MaybeSlowWorker(const Measurement& m) {
     return out;
   }
   return std::nullopt;
+}
+
+std::optional<TimelineEntry> Controller::MaybeSpillOver(const Measurement& m) {
+  // A plan holds the trainer to its share (spill=workers) because the model has the trainer's
+  // CPU as the limit, where each local sample it takes beyond its share costs it more than
+  // the receive it displaces (docs/policy.md, decision rule 4). Measured over the plan's
+  // settled periods, a trainer that used less of its CPU than the model's tolerance of full
+  // while the accelerator waited refutes that premise: its share is done and it waits for the
+  // workers' samples. The same plan with spill-over lets it take what they leave. A trial: it
+  // is measured like any plan and rolled back if the held share measures better (rule 7), and
+  // it runs at most once per placement in a world (the held one's periods stay measured).
+  if (!plan_.offload || plan_.local_spill_over || !(plan_.ratio < 1) ||
+      checking_against_.has_value() || current_ >= tried_.size()) {
+    return std::nullopt;
+  }
+  const Tried& cur = tried_[current_];
+  const int n = options_.min_measured_periods;
+  if (cur.rate.n < n || cur.trainer_busy.n < n) return std::nullopt;
+  const double busy = cur.trainer_busy.Mean();
+  const double stall = cur.stall.Mean();
+  if (!(stall > options_.stall_high) || !(busy < 1 - options_.mismatch_tolerance)) {
+    return std::nullopt;
+  }
+  Plan next = plan_;
+  next.local_spill_over = true;
+  const Tried* known = Find(next);
+  if ((known != nullptr && known->rate.n > 0) || MeasuredWorse(next)) return std::nullopt;
+  const std::string before = plan_.PolicyString();
+  plan_ = std::move(next);
+  last_change_t_ = m.t_s;
+  stall_since_.reset();
+  mismatch_since_.reset();
+  slow_since_.clear();
+  return Record(
+      m.t_s, DecisionKind::kTrial,
+      absl::StrCat(before, " held the trainer to its share and it used ", FormatPercent(busy),
+                   " of its CPU while the accelerator waited ", FormatPercent(stall),
+                   " of the time (", cur.rate.n,
+                   " periods): it waits for the workers' samples, so it spills over (",
+                   plan_.PolicyString(), "), kept unless the held share measures better"));
 }
 
 std::optional<TimelineEntry> Controller::MaybeRecalibrate(const Measurement& m) {

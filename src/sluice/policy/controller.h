@@ -17,7 +17,9 @@
 //   kTrial        a stall lasts and the model's best offloading plan has not been measured
 //                 yet: it runs for a few periods and stays only if it measures better; or an
 //                 offloading plan measured but not clearly better than all-local, whose
-//                 steady rate is not known yet: all-local runs for a few periods (a check).
+//                 steady rate is not known yet: all-local runs for a few periods (a check);
+//                 or a trainer held to its share measured idle while the accelerator
+//                 waits: the plan runs with spill-over (rolled back if it measures worse).
 // Hysteresis keeps it from flapping: mismatches and stalls must last (sustain_s,
 // correction_interval_s), every plan change starts a cool-down during which only world
 // changes act, a recalibrated plan must beat the current one by switch_margin, ratio steps
@@ -205,7 +207,9 @@ class Controller {
   std::vector<MeasuredPlan> losses() const;
   // The plan in force, for the next run's Remember: when it offloads, has a measured rate
   // (min_measured_periods settled periods), is not under an all-local check, and measured
-  // over all-local's best known rate (measured, or else predicted). nullopt otherwise.
+  // over all-local's best known rate (measured, or else predicted). A plan in force with
+  // fewer periods (the run ended in its settle: a spill-over trial, a ratio step) gives way
+  // to the best measured plan of its shape in this world. nullopt otherwise.
   std::optional<MeasuredPlan> ended_on() const;
 
   const Plan& plan() const { return plan_; }
@@ -247,14 +251,21 @@ class Controller {
     Plan plan;
     RateStats rate;
     Beliefs beliefs;
+    // Over the same settled periods as `rate`: the accelerator's stall, and the trainer's CPU
+    // as a fraction of its budget (the periods that measured it).
+    RateStats stall;
+    RateStats trainer_busy;
   };
   // One measurement's decision, in phases: a world change re-plans at once; then the plan's
   // rate is recorded and the measured-rate rules run (MaybeRollback, MaybeEndLocalCheck,
-  // MaybeLocalCheck); then a slow worker, the cool-down, a sustained mismatch
-  // (MaybeRecalibrate), and the stall: while local (StallWhileLocal), or while offloading a
-  // trial (MaybeTrial) or a ratio step (MaybeStepRatio).
+  // MaybeLocalCheck); then a slow worker, an idle trainer held to its share, the cool-down, a
+  // sustained mismatch (MaybeRecalibrate), and the stall: while local (StallWhileLocal), or while
+  // offloading a trial (MaybeTrial) or a ratio step (MaybeStepRatio).
   TimelineEntry Decide(const Measurement& m);
   std::optional<TimelineEntry> MaybeSlowWorker(const Measurement& m);
+  // A trainer held to its share (spill=workers) that idles while the accelerator waits:
+  // the same plan with spill-over runs as a trial (docs/policy.md, controller rule 7).
+  std::optional<TimelineEntry> MaybeSpillOver(const Measurement& m);
   std::optional<TimelineEntry> MaybeRecalibrate(const Measurement& m);
   TimelineEntry StallWhileLocal(const Measurement& m);
   TimelineEntry MaybeStepRatio(const Measurement& m);

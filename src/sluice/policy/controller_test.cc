@@ -1183,5 +1183,84 @@ TEST(ControllerTest, ALongerStepWhileStalledIsNotBelieved) {
   EXPECT_DOUBLE_EQ(c.effective_profile().consumer.step_s, 0.030);
 }
 
+// A plan that holds the trainer to its share (spill=workers, the model having the trainer's
+// CPU as the limit) while the trainer measures idle and the accelerator waits: the trainer
+// waits for the workers' samples, and the same plan with spill-over runs as a trial, rolled
+// back if the held share measures better and not tried again; kept otherwise, and a run that
+// ends on it starts the next run with spill-over.
+TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
+  const auto period = [](const Controller& c, int t, double rate, double busy) {
+    Measurement m = OnPlan(c, t, /*stall=*/0.3, rate);
+    m.trainer_cpu_busy = busy;
+    return m;
+  };
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  ASSERT_FALSE(c.plan().local_spill_over) << c.plan().explanation;
+  const Plan held = c.plan();
+  const double good = held.predicted_samples_per_s;
+  // Settled from t=3: three periods (3, 4, 5) at 60% of the trainer's CPU, 30% stall.
+  TimelineEntry e;
+  int t = 1;
+  for (; t <= 10; ++t) {
+    e = c.Observe(period(c, t, good, 0.6));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  EXPECT_EQ(t, 5);
+  EXPECT_THAT(e.reason, HasSubstr("used 60.0% of its CPU"));
+  EXPECT_THAT(e.reason, HasSubstr("spills over"));
+  EXPECT_TRUE(c.plan().local_spill_over);
+  EXPECT_EQ(c.plan().cut, held.cut);
+  EXPECT_DOUBLE_EQ(c.plan().ratio, held.ratio);
+  // The run ending in the trial's settle keeps the held plan, which was measured.
+  ASSERT_TRUE(c.ended_on().has_value());
+  EXPECT_FALSE(c.ended_on()->plan.local_spill_over);
+
+  // Spill-over measures worse: back to the held share (settled from 8: 8, 9, 10).
+  for (++t; t <= 20; ++t) {
+    e = c.Observe(period(c, t, 0.8 * good, 0.95));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
+  EXPECT_EQ(t, 10);
+  EXPECT_FALSE(c.plan().local_spill_over);
+  // The held share idles again: spill-over was measured worse here and is not tried again.
+  for (++t; t <= 14; ++t) {
+    EXPECT_EQ(c.Observe(period(c, t, good, 0.6)).kind, DecisionKind::kKeep) << t;
+  }
+  EXPECT_EQ(Count(c, DecisionKind::kTrial), 1);
+
+  // A trainer that used its CPU, or whose CPU was not measured, is not idle: no trial.
+  for (const double busy : {0.95, 0.0}) {
+    Controller full(StandardProfile());
+    full.Start(0, 555);
+    for (int u = 1; u <= 14; ++u) {
+      EXPECT_EQ(full.Observe(period(full, u, good, busy)).kind, DecisionKind::kKeep)
+          << busy << " " << u;
+    }
+  }
+
+  // Spill-over measures better: it stays, and the next run starts with it.
+  Controller kept(StandardProfile());
+  kept.Start(0, 555);
+  for (int u = 1; u <= 5; ++u) kept.Observe(period(kept, u, good, 0.6));
+  ASSERT_TRUE(kept.plan().local_spill_over);
+  for (int u = 6; u <= 14; ++u) {
+    EXPECT_EQ(kept.Observe(period(kept, u, 1.2 * good, 0.97)).kind, DecisionKind::kKeep) << u;
+  }
+  const std::optional<MeasuredPlan> ended = kept.ended_on();
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_TRUE(ended->plan.local_spill_over);
+  Controller next(StandardProfile());
+  next.Remember({}, ended);
+  const TimelineEntry first = next.Start(0, 555);
+  ASSERT_TRUE(next.plan().offload);
+  EXPECT_EQ(next.plan().cut, held.cut) << first.reason;
+  EXPECT_TRUE(next.plan().local_spill_over);
+  EXPECT_THAT(next.plan().explanation, HasSubstr("the trainer spills over (spill=all)"));
+}
+
 }  // namespace
 }  // namespace sluice::policy

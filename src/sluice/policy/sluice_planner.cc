@@ -227,7 +227,15 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
   plan.worker_shares = e->worker_shares();
   plan.predicted_samples_per_s = e->predicted_samples_per_s;
   std::string rounded;
-  if (e->trainer_bound == Bound::kTrainerCpu && options.strict_local_share_when_trainer_bound) {
+  // The incumbent was measured with spill-over (Controller, rule 7).
+  const bool measured_spill_over = options.incumbent_spill_over && options.incumbent.has_value() &&
+                                   e->candidate == *options.incumbent;
+  if (e->trainer_bound == Bound::kTrainerCpu && measured_spill_over) {
+    rounded =
+        "the trainer spills over (spill=all) although its CPU is the limit: a run ended on this "
+        "shape with spill-over, measured faster than all-local there";
+  } else if (e->trainer_bound == Bound::kTrainerCpu &&
+             options.strict_local_share_when_trainer_bound) {
     // Spill-over would hand the trainer local samples whenever its executor is idle, and each
     // costs it more CPU than the receive it displaces: it keeps to the model's share, at any
     // ratio (PlannerOptions::strict_local_share_when_trainer_bound).

@@ -64,6 +64,11 @@ struct PlannerOptions {
   // exclusion, or an infeasible candidate is not picked.
   std::optional<Candidate> incumbent;
   double incumbent_margin = 0;
+  // The incumbent was measured with the trainer spilling over (the controller moves a held
+  // share that measures the trainer idle to spill-over: docs/policy.md, controller rule 7).
+  // When the incumbent is the plan, it keeps spill-over where the trainer's CPU binding would
+  // otherwise hold the trainer to its share (rule 4): a measured plan is kept as it ran.
+  bool incumbent_spill_over = false;
 };
 
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose
