@@ -323,6 +323,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
     std::erase_if(tried_, [](const Tried& t) { return t.plan.offload; });
     current_ = tried_.size();
     trials_ = 0;
+    spill_measured_ = false;
     checking_against_.reset();
     lost_to_local_.clear();
     retest_.clear();
@@ -404,6 +405,8 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
                            "measured no faster than all-local with these workers before"});
     plan_ = PlanSluice(eff, po);
   }
+  spill_measured_ = plan_.offload && plan_.local_spill_over && po.incumbent_spill_over &&
+                    incumbent_.has_value() && SameShape(plan_, incumbent_->plan);
   last_change_t_ = t_s;
   std::string reason = plan_.offload ? absl::StrCat("initial plan: ", plan_.PolicyString())
                                      : "initial plan: no offload";
@@ -590,6 +593,13 @@ void Controller::Replan(double t, const std::string& why, bool must_adopt, Timel
   PlannerOptions po = options_.planner;
   if (plan_.offload) po.require_stall = false;
   Plan next = PlanSluice(eff, po);
+  // Spill-over taken on a measurement (an idle held trainer, or the plan a run ended on) is
+  // not undone by a re-plan of the same shape: a new reading moves the ratio, and the model
+  // that chose the held share is what the measurement refuted.
+  if (spill_measured_ && !world_changed_ && plan_.offload && plan_.local_spill_over &&
+      next.offload && !next.local_spill_over && SameShape(next, plan_)) {
+    next.local_spill_over = true;
+  }
   mismatch_since_.reset();
   stall_since_.reset();
   slow_since_.clear();
@@ -813,6 +823,7 @@ std::optional<TimelineEntry> Controller::MaybeRollback(const Measurement& m) {
   trainer_factor_ = restore.trainer_factor;
   worker_factor_ = restore.worker_factor;
   plan_ = back;
+  if (!plan_.local_spill_over) spill_measured_ = false;
   last_change_t_ = t;
   mismatch_since_.reset();
   stall_since_.reset();
@@ -1072,6 +1083,7 @@ std::optional<TimelineEntry> Controller::MaybeSpillOver(const Measurement& m) {
   if ((known != nullptr && known->rate.n > 0) || MeasuredWorse(next)) return std::nullopt;
   const std::string before = plan_.PolicyString();
   plan_ = std::move(next);
+  spill_measured_ = true;
   last_change_t_ = m.t_s;
   stall_since_.reset();
   mismatch_since_.reset();

@@ -331,6 +331,10 @@ class Controller {
   size_t current_ = 0;        // tried_'s entry for plan_
   bool world_changed_ = false;
   int trials_ = 0;
+  // The plan in force spills over because a measurement said so (MaybeSpillOver's trial, or
+  // the first plan kept the spill-over of the plan an earlier run ended on): a re-plan of the
+  // same shape keeps it. Cleared when a rollback lands on a held share, and by a world change.
+  bool spill_measured_ = false;
   std::optional<Plan> checking_against_;  // the offloading plan an all-local check tests
   ReceiveReading checking_receive_;       // what receiving cost while that plan ran
   double checking_reference_ = 0;         // the all-local rate it did not clearly beat

@@ -1253,6 +1253,21 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   const std::optional<MeasuredPlan> ended = kept.ended_on();
   ASSERT_TRUE(ended.has_value());
   EXPECT_TRUE(ended->plan.local_spill_over);
+  // A re-plan of the same shape (a worker delivering half its share re-plans at once) keeps
+  // the measured spill-over where the model would hold the trainer again.
+  {
+    Controller replanned = kept;
+    TimelineEntry r;
+    for (int u = 15; u <= 20 && r.kind != DecisionKind::kReplan; ++u) {
+      Measurement m = period(replanned, u, 1.2 * good, 0.97);
+      for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.5;
+      r = replanned.Observe(m);
+    }
+    ASSERT_EQ(r.kind, DecisionKind::kReplan) << r.reason;
+    ASSERT_TRUE(replanned.plan().offload);
+    ASSERT_EQ(replanned.plan().cut, held.cut) << r.reason;
+    EXPECT_TRUE(replanned.plan().local_spill_over) << r.reason;
+  }
   Controller next(StandardProfile());
   next.Remember({}, ended);
   const TimelineEntry first = next.Start(0, 555);
