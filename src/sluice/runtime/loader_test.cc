@@ -298,7 +298,9 @@ TEST_F(LoaderTest, DeterministicOffloadedRunIsBitIdenticalForEveryCutAndReadMode
       EXPECT_EQ(report.samples_out, kImages) << label;
       // After the batch cut the local samples were written into their batch's slots, as
       // all-local's are: some local batch was stacked without a copy.
-      if (cut == kCutAfterBatch) EXPECT_GT(report.batches_in_place, 0) << label;
+      if (cut == kCutAfterBatch) {
+        EXPECT_GT(report.batches_in_place, 0) << label;
+      }
     }
   }
   for (const std::string& w : Warnings()) ADD_FAILURE() << "unexpected warning: " << w;
