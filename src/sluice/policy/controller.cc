@@ -343,7 +343,7 @@ void Controller::NoteDecision(const Plan& was, const Beliefs& before, const Time
       return;
     }
   }
-  tried_.push_back(Tried{plan_, {}, CurrentBeliefs(), {}, {}});
+  tried_.emplace_back(plan_, CurrentBeliefs());
   current_ = tried_.size() - 1;
 }
 
@@ -352,11 +352,8 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   const Beliefs before = CurrentBeliefs();
   tried_.clear();
   if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
-    Tried local{PlanNone(effective_profile(), "all local, as measured before the first plan"),
-                {},
-                before,
-                {},
-                {}};
+    Tried local(PlanNone(effective_profile(), "all local, as measured before the first plan"),
+                before);
     for (int i = 0; i < options_.min_measured_periods; ++i) local.rate.Add(*local_samples_per_s);
     local.rate.lower_bound = true;
     tried_.push_back(std::move(local));

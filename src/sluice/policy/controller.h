@@ -36,6 +36,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/policy/plan.h"
@@ -248,6 +249,7 @@ class Controller {
   };
   // A plan measured in this world, and the beliefs it was chosen under.
   struct Tried {
+    Tried(Plan p, Beliefs b) : plan(std::move(p)), beliefs(std::move(b)) {}
     Plan plan;
     RateStats rate;
     Beliefs beliefs;
