@@ -83,6 +83,14 @@ def metrics_worker(binary, tmp_path):
     w.stop()
 
 
+def worker_moved(before, text):
+    """Whether the worker decoded and sent samples since the `before` scrape."""
+    now = parse(text)
+    return all(value(now, name, **labels) > value(before, name, **labels)
+               for name, labels in (("sluice_worker_op_samples_total", {"op": "decode_jpeg"}),
+                                    ("sluice_worker_samples_sent_total", {})))
+
+
 def test_worker_and_python_loader_metrics_move_during_an_offloaded_run(sluice, metrics_worker):
     spec = (sluice.files(metrics_worker.pattern, label="parent_dir", shuffle=True, seed=3)
             .map("read_file").map("decode_jpeg").map("random_resized_crop", size=24)
@@ -102,7 +110,9 @@ def test_worker_and_python_loader_metrics_move_during_an_offloaded_run(sluice, m
                  worker=metrics_worker.address):
             if first is None:
                 first = (trainer, parse(metrics_worker.scrape()), batches)
-            elif batches >= first[2] + 40:
+            # 40 batches take ~20 ms here: a worker not scheduled in them decodes and sends
+            # nothing, so the loop goes on until its counters moved (bounded by the deadline).
+            elif batches >= first[2] + 40 and worker_moved(first[1], metrics_worker.scrape()):
                 break
         assert time.monotonic() < deadline, "no worker samples within the bound"
     trainer_text = get(url)[1]
