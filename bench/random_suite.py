@@ -298,6 +298,13 @@ def plan_rates(report, plan):
             if key.split("#")[0] == plan and result.get("samples_per_s")]
 
 
+# Two standard errors and at least 2% apart: the controller's own test of two measured rates
+# (ControllerOptions::noise_z and min_rate_gap, policy/controller.h), so the suite calls a
+# plan slower on the same evidence the planner would.
+NOISE_Z = 2
+MIN_RATE_GAP = 0.02
+
+
 def paired(sluice, other):
     """The median of round-by-round ratios sluice[i] / other[i] (runs interleaved in rounds: a
     round's runs are minutes apart, so the machine's drift between rounds cancels); None
@@ -305,6 +312,34 @@ def paired(sluice, other):
     if not sluice or not other or len(sluice) != len(other):
         return None
     return statistics.median(s / o for s, o in zip(sluice, other))
+
+
+def run_noise(report):
+    """The run-to-run noise of one fixed policy in this scenario: the pooled coefficient of
+    variation of the rates of every policy run more than once with no planner in the loop
+    (all-local and the replayed plans). None with fewer than two such groups' worth of runs."""
+    groups = {}
+    for key, result in report.get("policies", {}).items():
+        base = key.split("#")[0]
+        if (base == "none" or base.startswith("fixed:")) and result.get("samples_per_s"):
+            groups.setdefault(base, []).append(result["samples_per_s"])
+    sq, dof = 0.0, 0
+    for rates_of in groups.values():
+        if len(rates_of) < 2:
+            continue
+        mean = statistics.mean(rates_of)
+        sq += sum((v / mean - 1) ** 2 for v in rates_of)
+        dof += len(rates_of) - 1
+    return math.sqrt(sq / dof) if dof >= 2 else None
+
+
+def below_beyond_noise(ratio, cv, n):
+    """Whether a paired median of `n` round ratios lies under 1 by more than NOISE_Z standard
+    errors and MIN_RATE_GAP: a ratio of two runs has sqrt(2) x cv, the median of n of them
+    ~1.25 / sqrt(n) of that (the median's efficiency for a normal spread)."""
+    if ratio is None or cv is None or n < 1:
+        return None
+    return ratio < 1 - max(MIN_RATE_GAP, NOISE_Z * 1.25 * math.sqrt(2) * cv / math.sqrt(n))
 
 
 def sluice_runs(report):
@@ -358,6 +393,7 @@ def table(args):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     paired_oracle, paired_fastflow = [], []
     plan_times = []
+    under_fastflow = []  # (scenario, paired ratio, noise, beyond noise)
     for entry in index["scenarios"]:
         path = os.path.join(args.results or args.dir, entry["name"] + ".json")
         if not os.path.exists(path):
@@ -393,6 +429,10 @@ def table(args):
             paired_oracle.append(po)
         if pf:
             paired_fastflow.append(pf)
+            if pf < 1:
+                cv = run_noise(report)
+                under_fastflow.append((entry["name"], pf, cv,
+                                       below_beyond_noise(pf, cv, len(sluice))))
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:
@@ -420,6 +460,11 @@ def table(args):
         print(f"paired sluice / fastflow over {len(paired_fastflow)} scenarios: median "
               f"{statistics.median(paired_fastflow):.2f}, min {min(paired_fastflow):.2f}, "
               f">= 1 on {sum(v >= 1 for v in paired_fastflow)}")
+    for name, ratio, cv, beyond in under_fastflow:
+        noise = f"{100 * cv:.1f}%" if cv is not None else "unknown"
+        verdict = {True: "below beyond noise", False: "within noise", None: "not judged"}[beyond]
+        print(f"under fastflow: {name} paired {ratio:.4f}, run-to-run noise of a fixed plan "
+              f"{noise}: {verdict}")
     if plan_times:
         print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:
