@@ -168,6 +168,9 @@ void FillWorkerFlows(const Profile& p, const Coefficients& k, const std::vector<
     e->wire_bytes_per_s += f.wire_bytes_per_s;
     e->workers.push_back(std::move(f));
   }
+  e->received_elements_per_s = e->candidate.cut == kCutAfterBatch
+                                   ? e->offloaded_samples_per_s / std::max(1, p.consumer.batch_size)
+                                   : e->offloaded_samples_per_s;
 }
 
 // The remote side's bound when every worker is at capacity: the bound of the largest

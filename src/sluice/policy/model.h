@@ -97,6 +97,10 @@ struct Evaluation {
   double wire_bytes_per_sample = 0;  // back from a worker, after compression
   double wire_bytes_per_s = 0;       // all links, both directions
   double remote_cpu_s_per_s = 0;     // sum(x_w * p_w)
+  // Elements the trainer takes off its streams a second: sum(x_w), or sum(x_w) / batch after
+  // batching (a received batch is one element). What the per-element receive cost is charged
+  // on (Costs::recv_cpu_s_per_sample).
+  double received_elements_per_s = 0;
 
   // sum(x_w) / total (0 when nothing flows).
   double ratio() const;

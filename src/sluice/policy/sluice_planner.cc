@@ -15,8 +15,11 @@ namespace sluice::policy {
 namespace {
 
 // Index of the best candidate: the highest predicted rate, rates within `tolerance` of the
-// best being ties broken by fewer wire bytes/s, then fewer remote CPU seconds/s, then the
-// higher rate, then enumeration order. -1 when none is feasible.
+// best being ties broken by fewer wire bytes/s, then fewer elements received a second (the
+// receive cost per element is the least known of the model's costs: a default until a run
+// fits it, and fits have ranged 2-200 us; among plans the model cannot tell apart, the one
+// that depends least on it), then fewer remote CPU seconds/s, then the higher rate, then
+// enumeration order. -1 when none is feasible.
 int PickBest(const std::vector<Evaluation>& evals, double tolerance) {
   double best_rate = -1;
   for (const Evaluation& e : evals) {
@@ -35,6 +38,10 @@ int PickBest(const std::vector<Evaluation>& evals, double tolerance) {
     if (less(e.wire_bytes_per_s, b.wire_bytes_per_s)) {
       best = i;
     } else if (less(b.wire_bytes_per_s, e.wire_bytes_per_s)) {
+      continue;
+    } else if (less(e.received_elements_per_s, b.received_elements_per_s)) {
+      best = i;
+    } else if (less(b.received_elements_per_s, e.received_elements_per_s)) {
       continue;
     } else if (less(e.remote_cpu_s_per_s, b.remote_cpu_s_per_s)) {
       best = i;
@@ -286,17 +293,23 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
                           (r.predicted_samples_per_s / e->predicted_samples_per_s - 1) * 100),
           "; bound by ", BoundName(r.trainer_bound), " / ", BoundName(r.remote_bound), ")");
     } else {
-      const bool same_bytes =
-          std::fabs(r.wire_bytes_per_s - e->wire_bytes_per_s) <= 1e-6 * e->wire_bytes_per_s;
-      why =
-          same_bytes
-              ? absl::StrCat("ties at ", FormatRate(r.predicted_samples_per_s),
-                             " samples/s with as many bytes on the wire but needs ",
-                             absl::StrFormat("%.3g", r.remote_cpu_s_per_s), " remote CPUs against ",
-                             absl::StrFormat("%.3g", e->remote_cpu_s_per_s))
-              : absl::StrCat("ties at ", FormatRate(r.predicted_samples_per_s),
-                             " samples/s but needs ", FormatBytes(r.wire_bytes_per_s),
-                             "/s on the wire against ", FormatBytes(e->wire_bytes_per_s), "/s");
+      const auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * b; };
+      const std::string ties = absl::StrCat("ties at ", FormatRate(r.predicted_samples_per_s));
+      if (!same(r.wire_bytes_per_s, e->wire_bytes_per_s)) {
+        why = absl::StrCat(ties, " samples/s but needs ", FormatBytes(r.wire_bytes_per_s),
+                           "/s on the wire against ", FormatBytes(e->wire_bytes_per_s), "/s");
+      } else if (!same(r.received_elements_per_s, e->received_elements_per_s)) {
+        why = absl::StrCat(ties, " samples/s with as many bytes on the wire but receives ",
+                           FormatRate(r.received_elements_per_s), " elements/s against ",
+                           FormatRate(e->received_elements_per_s),
+                           " (each pays the receive cost per element, the model's least known)");
+      } else {
+        why = absl::StrCat(ties,
+                           " samples/s with as many bytes and elements on the wire but "
+                           "needs ",
+                           absl::StrFormat("%.3g", r.remote_cpu_s_per_s), " remote CPUs against ",
+                           absl::StrFormat("%.3g", e->remote_cpu_s_per_s));
+      }
     }
     lines.push_back(absl::StrCat("why this cut: the next best, ",
                                  CandidateName(profile, r.candidate), ", ", why));

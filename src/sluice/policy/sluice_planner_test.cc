@@ -422,6 +422,37 @@ TEST(SluicePlannerTest, AReceiveCostFittedPerElementIsPaidOncePerBatch) {
               1e-7);
 }
 
+// random-17 (docs/BENCHMARKS.md): the last ops keep the sample's size, the worker is bound by
+// its link, and the last element-wise cut and after batching tie within the tolerance with
+// as many bytes on the wire. The tie goes to after batching, which receives a 64th of the
+// elements and so rests least on the receive cost per element, the model's least known
+// (a 5 us default there; the run's own fit read 64 us, and the cut it had taken lost 6 s).
+TEST(SluicePlannerTest, ATieWithAsManyBytesGoesToThePlanThatReceivesFewerElements) {
+  Profile p = StandardProfile();
+  p.costs.ops[4] = {"scale", 4, 0.4e-3, 150e3};  // keeps the 150 KB of the crop
+  p.costs.batch_cpu_s_per_sample = 20e-6;        // after batching the worker stacks: more CPU
+  p.costs.recv_cpu_s_per_sample = 5e-6;
+  p.workers = {Worker("w1:7070", 2.0, 45e6)};  // 300 samples/s of 150 KB at any cut from 3
+  const Evaluation cut5 = Evaluate(p, {5}, {});
+  const Evaluation after_batch = Evaluate(p, {kCutAfterBatch}, {});
+  ASSERT_NEAR(cut5.wire_bytes_per_s, after_batch.wire_bytes_per_s, 1e-6);
+  ASSERT_GT(after_batch.remote_cpu_s_per_s, cut5.remote_cpu_s_per_s);
+  ASSERT_NEAR(after_batch.predicted_samples_per_s / cut5.predicted_samples_per_s, 1, 0.01);
+  EXPECT_NEAR(cut5.received_elements_per_s, 300, 1e-6);
+  EXPECT_NEAR(after_batch.received_elements_per_s, 300.0 / 64, 1e-6);
+
+  const Plan plan = PlanSluice(p);
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, kCutAfterBatch);
+  EXPECT_THAT(plan.explanation, HasSubstr("with as many bytes on the wire but receives 300 "
+                                          "elements/s against 4.7"));
+  // Where the elements are as many too (two element-wise cuts), fewer remote CPUs decide.
+  PlannerOptions no_batch_options;
+  no_batch_options.allow_after_batch = false;
+  const Plan no_batch = PlanSluice(p, no_batch_options);
+  EXPECT_EQ(no_batch.cut, 5);
+}
+
 // A candidate measured on this cluster (the shape a run ended on) is kept over the model's
 // best unless that predicts more than the incumbent margin over it; never one that is
 // excluded, or one without the gain needed to offload.
