@@ -29,7 +29,8 @@ struct PlannerOptions {
   // Flows aim at demand x (1 + headroom) (ModelOptions::demand_headroom).
   double demand_headroom = 0.05;
   // Predicted rates within this fraction of the best are ties, broken by fewer bytes on the
-  // wire, then fewer remote CPU seconds.
+  // wire, then fewer elements received, then fewer remote CPU seconds (docs/policy.md,
+  // decision 2).
   double tie_tolerance = 0.01;
   bool allow_after_batch = true;  // false when the pipeline has no batch
   double max_message_bytes = 64 << 20;  // ModelOptions::max_message_bytes
