@@ -317,7 +317,8 @@ def paired(sluice, other):
 def run_noise(report):
     """The run-to-run noise of one fixed policy in this scenario: the pooled coefficient of
     variation of the rates of every policy run more than once with no planner in the loop
-    (all-local and the replayed plans). None with fewer than two such groups' worth of runs."""
+    (all-local and the replayed plans). None with under two degrees of freedom (runs beyond the
+    first of each policy)."""
     groups = {}
     for key, result in report.get("policies", {}).items():
         base = key.split("#")[0]

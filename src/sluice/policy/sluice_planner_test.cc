@@ -446,7 +446,7 @@ TEST(SluicePlannerTest, ATieWithAsManyBytesGoesToThePlanThatReceivesFewerElement
   EXPECT_EQ(plan.cut, kCutAfterBatch);
   EXPECT_THAT(plan.explanation, HasSubstr("with as many bytes on the wire but receives 300 "
                                           "elements/s against 4.7"));
-  // Where the elements are as many too (two element-wise cuts), fewer remote CPUs decide.
+  // Without after batching, cut 5 is the plan: the earlier cuts leave the trainer `scale`.
   PlannerOptions no_batch_options;
   no_batch_options.allow_after_batch = false;
   const Plan no_batch = PlanSluice(p, no_batch_options);
