@@ -282,35 +282,117 @@ void BatchIterator::Cancel() {
   input_->Cancel();
 }
 
+StatusOr<bool> BatchIterator::Read(Element* out) {
+  bool eos = false;
+  Status status = input_->GetNext(out, &eos);
+  if (!status.ok()) {
+    if (!absl::IsCancelled(status)) {
+      done_ = true;
+      final_status_ = status;
+    }
+    return status;
+  }
+  if (eos) done_ = true;
+  return !eos;
+}
+
+namespace {
+
+// The field whose tensors are the largest in `e` (the one slots matter for), or -1.
+int KeyField(const Element& e) {
+  int key = -1;
+  size_t most = 0;
+  for (size_t f = 0; f < e.tensors.size(); ++f) {
+    if (e.tensors[f].buffer() != nullptr && e.tensors[f].nbytes() > most) {
+      most = e.tensors[f].nbytes();
+      key = static_cast<int>(f);
+    }
+  }
+  return key;
+}
+
+}  // namespace
+
+Status BatchIterator::GatherOneBuffer(std::vector<Element>& members) {
+  const int f = KeyField(members.front());
+  if (f < 0) return absl::OkStatus();
+  const auto buffer_of = [f](const Element& e) -> const Buffer* {
+    return f < static_cast<int>(e.tensors.size()) ? e.tensors[f].buffer().get() : nullptr;
+  };
+  // The buffer most members are in: the batch's own, the others overtook its last slots.
+  std::map<const Buffer*, int64_t> count;
+  for (const Element& m : members) ++count[buffer_of(m)];
+  const Buffer* main = nullptr;
+  int64_t in_main = 0;
+  for (const auto& [buffer, n] : count) {
+    if (buffer != nullptr && n > in_main) {
+      main = buffer;
+      in_main = n;
+    }
+  }
+  // Only a batch's edge: its own buffer and the next one's first slots, in more than half of
+  // it (members in tensors of their own, as without slots, each have a buffer: nothing to
+  // gather there). And not with members already waiting, so what waits stays under a batch.
+  const bool edge = count.size() == 2 && 2 * in_main > options_.size;
+  if (main == nullptr || (count.size() > 1 && (!edge || !carry_.empty()))) {
+    return absl::OkStatus();
+  }
+  std::vector<Element> extra;
+  for (int64_t read = 0; in_main < options_.size && read < options_.size && !done_; ++read) {
+    Element e;
+    SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
+    if (!got) break;
+    if (buffer_of(e) == main) ++in_main;
+    extra.push_back(std::move(e));
+  }
+  if (in_main == options_.size) {
+    std::vector<Element> batch;
+    batch.reserve(members.size());
+    for (std::vector<Element>* from : {&members, &extra}) {
+      for (Element& e : *from) {
+        if (buffer_of(e) == main) {
+          batch.push_back(std::move(e));
+        } else {
+          carry_.push_back(std::move(e));
+        }
+      }
+    }
+    std::sort(batch.begin(), batch.end(), [f](const Element& a, const Element& b) {
+      return a.tensors[f].offset() < b.tensors[f].offset();
+    });
+    members = std::move(batch);
+    return absl::OkStatus();
+  }
+  for (Element& e : extra) carry_.push_back(std::move(e));
+  return absl::OkStatus();
+}
+
 Status BatchIterator::GetNext(Element* out, bool* end_of_stream) {
   if (cancelled_.load(std::memory_order_relaxed)) {
     return absl::CancelledError("pipeline cancelled");
   }
-  if (done_) {
+  if (done_ && carry_.empty()) {
     *end_of_stream = final_status_.ok();
     return final_status_;
   }
   std::vector<Element> members;
   members.reserve(static_cast<size_t>(options_.size));
-  while (static_cast<int64_t>(members.size()) < options_.size) {
+  while (static_cast<int64_t>(members.size()) < options_.size && !carry_.empty()) {
+    members.push_back(std::move(carry_.front()));
+    carry_.pop_front();
+  }
+  while (static_cast<int64_t>(members.size()) < options_.size && !done_) {
     Element e;
-    bool eos = false;
-    Status status = input_->GetNext(&e, &eos);
-    if (!status.ok()) {
-      if (!absl::IsCancelled(status)) {
-        done_ = true;
-        final_status_ = status;
-      }
-      return status;
-    }
-    if (eos) {
-      done_ = true;
-      break;
-    }
+    SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
+    if (!got) break;
     members.push_back(std::move(e));
+  }
+  if (options_.order_free && static_cast<int64_t>(members.size()) == options_.size) {
+    SLUICE_RETURN_IF_ERROR(GatherOneBuffer(members));
   }
   if (members.empty() ||
       (options_.drop_remainder && static_cast<int64_t>(members.size()) < options_.size)) {
+    carry_.clear();
     *end_of_stream = true;
     return absl::OkStatus();
   }
@@ -318,6 +400,7 @@ Status BatchIterator::GetNext(Element* out, bool* end_of_stream) {
   if (!batch.ok()) {
     done_ = true;
     final_status_ = batch.status();
+    carry_.clear();
     return final_status_;
   }
   *out = *std::move(batch);

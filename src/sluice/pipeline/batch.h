@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,13 @@ struct BatchOptions {
   // Counts the batches with a field whose members were already side by side in one buffer
   // (written into their slots, core/batch_slots.h), so stacking it was no copy. May be null.
   std::atomic<int64_t>* in_place = nullptr;
+  // The members' order is free (an unordered map before the batcher). Then a batch whose
+  // members came from two slot buffers (a sample that finished out of turn at a batch's edge,
+  // core/batch_slots.h) reads on until one buffer's slots are all there, at most `size` more
+  // elements, and is made of that buffer's members in slot order, a view instead of a copy;
+  // the others wait for the next batch. A slot that never comes (a sample dropped after
+  // taking it, the end of the stream) ends the wait and the batch is copied as before.
+  bool order_free = false;
 };
 
 // The schema of the batches made from elements of `input`: a leading batch dimension
@@ -69,12 +77,20 @@ class BatchIterator : public Iterator {
   BatchIterator(std::unique_ptr<Iterator> input, BatchOptions options, Schema schema)
       : input_(std::move(input)), options_(std::move(options)), schema_(std::move(schema)) {}
 
+  // The next element of the input into `out` (false at its end, which sets done_). An error
+  // other than cancellation is kept as the final status.
+  StatusOr<bool> Read(Element* out);
+  // BatchOptions::order_free: makes `members` (a full batch) one slot buffer's members in
+  // slot order where reading on completes that buffer; the rest go to carry_.
+  Status GatherOneBuffer(std::vector<Element>& members);
+
   std::unique_ptr<Iterator> input_;
   const BatchOptions options_;
   const Schema schema_;
   std::atomic<bool> cancelled_{false};
   bool done_ = false;
   Status final_status_;
+  std::deque<Element> carry_;  // read, for a later batch (order_free)
 };
 
 }  // namespace sluice::pipeline

@@ -72,6 +72,10 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
   if (batching) {
     BatchOptions bo = BatchOptionsOf(spec.batch);
     bo.in_place = options.stats != nullptr ? &options.stats->batches_in_place : nullptr;
+    // Without `deterministic` the maps deliver unordered, so the order of what reaches the
+    // batcher is already free: a batch may take its members so that they are one buffer's
+    // slots (BatchOptions::order_free). Not behind a shuffle buffer (no slots there).
+    bo.order_free = !spec.options.deterministic && spec.shuffle_buffer == 0;
     SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(bo)));
   }
   if (options.prefetch && spec.prefetch > 0) {
