@@ -978,13 +978,17 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   }
   if (std::optional<TimelineEntry> back = MaybeRollback(m)) return *back;
   if (std::optional<TimelineEntry> end = MaybeEndLocalCheck(t)) return *end;
-  if (std::optional<TimelineEntry> check = MaybeLocalCheck(m)) return *check;
   if (!m.local_ops.empty()) fresh_local_ops_ = m.local_ops;
   for (const WorkerMeasurement& w : m.workers) {
     if (!w.ops.empty()) fresh_worker_ops_[w.address] = w.ops;
   }
-  if (std::optional<TimelineEntry> slow = MaybeSlowWorker(m)) return *slow;
+  // A held share whose trainer measured idle while the accelerator waited ran under a
+  // refuted premise (rule 4's: that the trainer's CPU is the limit), so its rate is not what
+  // its placement can do: the same placement with spill-over runs first, and a check against
+  // all-local, if one is due, checks that plan.
   if (std::optional<TimelineEntry> spill = MaybeSpillOver(m)) return *spill;
+  if (std::optional<TimelineEntry> check = MaybeLocalCheck(m)) return *check;
+  if (std::optional<TimelineEntry> slow = MaybeSlowWorker(m)) return *slow;
   if (t - last_change_t_ < options_.cooldown_s) {
     mismatch_since_.reset();
     stall_since_.reset();

@@ -11,6 +11,7 @@ namespace sluice::policy {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::StandardProfile;
 using testing::UnequalWorkersProfile;
 using testing::Worker;
@@ -1275,6 +1276,58 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   EXPECT_EQ(next.plan().cut, held.cut) << first.reason;
   EXPECT_TRUE(next.plan().local_spill_over);
   EXPECT_THAT(next.plan().explanation, HasSubstr("the trainer spills over (spill=all)"));
+}
+
+// The same idle trainer under a held share that measured no better than all-local (the
+// workers delivered under the model, and the trainer kept to its share and waited for them:
+// three randomized scenarios ran so, each under its own all-local): its rate is not what the
+// placement can do, so the spill-over trial runs before the check against all-local, and the
+// check, when due, checks the plan with spill-over.
+TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBeforeACheck) {
+  const auto period = [](const Controller& c, int t, double rate, double busy) {
+    Measurement m = OnPlan(c, t, /*stall=*/0.3, rate);
+    m.trainer_cpu_busy = busy;
+    return m;
+  };
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  ASSERT_FALSE(c.plan().local_spill_over) << c.plan().explanation;
+  const double reference = std::max(555.0, c.plan().predicted_local_samples_per_s);
+  TimelineEntry e;
+  int t = 1;
+  for (; t <= 10; ++t) {
+    e = c.Observe(period(c, t, reference, 0.7));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  EXPECT_EQ(t, 5);
+  EXPECT_THAT(e.reason, HasSubstr("spills over"));
+  EXPECT_THAT(e.reason, Not(HasSubstr("as a check")));
+  ASSERT_TRUE(c.plan().local_spill_over);
+  ASSERT_TRUE(c.plan().offload);
+  // With spill-over the trainer is busy and the rate is still no clearer over all-local:
+  // the check runs, against the plan with spill-over.
+  for (++t; t <= 20; ++t) {
+    e = c.Observe(period(c, t, 1.01 * reference, 0.97));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  EXPECT_EQ(t, 10);
+  EXPECT_THAT(e.reason, HasSubstr("as a check"));
+  EXPECT_THAT(e.reason, Not(HasSubstr("spill=workers")));
+  EXPECT_FALSE(c.plan().offload);
+
+  // A trainer that used its CPU under the held share: the check at once, as before.
+  Controller busy(StandardProfile());
+  busy.Start(0, 555);
+  for (t = 1; t <= 10; ++t) {
+    e = busy.Observe(period(busy, t, reference, 0.95));
+    if (e.kind != DecisionKind::kKeep) break;
+  }
+  ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+  EXPECT_EQ(t, 5);
+  EXPECT_THAT(e.reason, HasSubstr("as a check"));
 }
 
 }  // namespace
