@@ -1184,28 +1184,36 @@ TEST(ControllerTest, ALongerStepWhileStalledIsNotBelieved) {
   EXPECT_DOUBLE_EQ(c.effective_profile().consumer.step_s, 0.030);
 }
 
+// A period of the plan in force at `rate` samples/s while the accelerator waits 30% of the
+// time, the trainer's process using `busy` of its CPU budget.
+Measurement StalledPeriod(const Controller& c, int t, double rate, double busy) {
+  Measurement m = OnPlan(c, t, /*stall=*/0.3, rate);
+  m.trainer_cpu_busy = busy;
+  return m;
+}
+// Starts `c` (all-local measured at 555 samples/s) on a plan that holds the trainer to its
+// share, as the standard profile's first plan does.
+void StartHeld(Controller& c) {
+  c.Start(0, 555);
+  ASSERT_TRUE(c.plan().offload);
+  ASSERT_FALSE(c.plan().local_spill_over) << c.plan().explanation;
+}
+
 // A plan that holds the trainer to its share (spill=workers, the model having the trainer's
 // CPU as the limit) while the trainer measures idle and the accelerator waits: the trainer
 // waits for the workers' samples, and the same plan with spill-over runs as a trial, rolled
 // back if the held share measures better and not tried again; kept otherwise, and a run that
 // ends on it starts the next run with spill-over.
 TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
-  const auto period = [](const Controller& c, int t, double rate, double busy) {
-    Measurement m = OnPlan(c, t, /*stall=*/0.3, rate);
-    m.trainer_cpu_busy = busy;
-    return m;
-  };
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  ASSERT_TRUE(c.plan().offload);
-  ASSERT_FALSE(c.plan().local_spill_over) << c.plan().explanation;
+  ASSERT_NO_FATAL_FAILURE(StartHeld(c));
   const Plan held = c.plan();
   const double good = held.predicted_samples_per_s;
   // Settled from t=3: three periods (3, 4, 5) at 60% of the trainer's CPU, 30% stall.
   TimelineEntry e;
   int t = 1;
   for (; t <= 10; ++t) {
-    e = c.Observe(period(c, t, good, 0.6));
+    e = c.Observe(StalledPeriod(c, t, good, 0.6));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
@@ -1221,7 +1229,7 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
 
   // Spill-over measures worse: back to the held share (settled from 8: 8, 9, 10).
   for (++t; t <= 20; ++t) {
-    e = c.Observe(period(c, t, 0.8 * good, 0.95));
+    e = c.Observe(StalledPeriod(c, t, 0.8 * good, 0.95));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
@@ -1229,7 +1237,7 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   EXPECT_FALSE(c.plan().local_spill_over);
   // The held share idles again: spill-over was measured worse here and is not tried again.
   for (++t; t <= 14; ++t) {
-    EXPECT_EQ(c.Observe(period(c, t, good, 0.6)).kind, DecisionKind::kKeep) << t;
+    EXPECT_EQ(c.Observe(StalledPeriod(c, t, good, 0.6)).kind, DecisionKind::kKeep) << t;
   }
   EXPECT_EQ(Count(c, DecisionKind::kTrial), 1);
 
@@ -1238,7 +1246,7 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
     Controller full(StandardProfile());
     full.Start(0, 555);
     for (int u = 1; u <= 14; ++u) {
-      EXPECT_EQ(full.Observe(period(full, u, good, busy)).kind, DecisionKind::kKeep)
+      EXPECT_EQ(full.Observe(StalledPeriod(full, u, good, busy)).kind, DecisionKind::kKeep)
           << busy << " " << u;
     }
   }
@@ -1246,10 +1254,11 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   // Spill-over measures better: it stays, and the next run starts with it.
   Controller kept(StandardProfile());
   kept.Start(0, 555);
-  for (int u = 1; u <= 5; ++u) kept.Observe(period(kept, u, good, 0.6));
+  for (int u = 1; u <= 5; ++u) kept.Observe(StalledPeriod(kept, u, good, 0.6));
   ASSERT_TRUE(kept.plan().local_spill_over);
   for (int u = 6; u <= 14; ++u) {
-    EXPECT_EQ(kept.Observe(period(kept, u, 1.2 * good, 0.97)).kind, DecisionKind::kKeep) << u;
+    EXPECT_EQ(kept.Observe(StalledPeriod(kept, u, 1.2 * good, 0.97)).kind, DecisionKind::kKeep)
+        << u;
   }
   const std::optional<MeasuredPlan> ended = kept.ended_on();
   ASSERT_TRUE(ended.has_value());
@@ -1260,7 +1269,7 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
     Controller replanned = kept;
     TimelineEntry r;
     for (int u = 15; u <= 20 && r.kind != DecisionKind::kReplan; ++u) {
-      Measurement m = period(replanned, u, 1.2 * good, 0.97);
+      Measurement m = StalledPeriod(replanned, u, 1.2 * good, 0.97);
       for (WorkerMeasurement& w : m.workers) w.delivered_samples_per_s *= 0.5;
       r = replanned.Observe(m);
     }
@@ -1279,25 +1288,17 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
 }
 
 // The same idle trainer under a held share that measured no better than all-local (the
-// workers delivered under the model, and the trainer kept to its share and waited for them:
-// three randomized scenarios ran so, each under its own all-local): its rate is not what the
-// placement can do, so the spill-over trial runs before the check against all-local, and the
-// check, when due, checks the plan with spill-over.
+// workers delivered under the model and the trainer kept to its share and waited for them):
+// its rate is not what the placement can do, so the spill-over trial runs before the check
+// against all-local, and the check, when due, checks the plan with spill-over.
 TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBeforeACheck) {
-  const auto period = [](const Controller& c, int t, double rate, double busy) {
-    Measurement m = OnPlan(c, t, /*stall=*/0.3, rate);
-    m.trainer_cpu_busy = busy;
-    return m;
-  };
   Controller c(StandardProfile());
-  c.Start(0, 555);
-  ASSERT_TRUE(c.plan().offload);
-  ASSERT_FALSE(c.plan().local_spill_over) << c.plan().explanation;
+  ASSERT_NO_FATAL_FAILURE(StartHeld(c));
   const double reference = std::max(555.0, c.plan().predicted_local_samples_per_s);
   TimelineEntry e;
   int t = 1;
   for (; t <= 10; ++t) {
-    e = c.Observe(period(c, t, reference, 0.7));
+    e = c.Observe(StalledPeriod(c, t, reference, 0.7));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
@@ -1309,7 +1310,7 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   // With spill-over the trainer is busy and the rate is still no clearer over all-local:
   // the check runs, against the plan with spill-over.
   for (++t; t <= 20; ++t) {
-    e = c.Observe(period(c, t, 1.01 * reference, 0.97));
+    e = c.Observe(StalledPeriod(c, t, 1.01 * reference, 0.97));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
@@ -1322,7 +1323,7 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   Controller busy(StandardProfile());
   busy.Start(0, 555);
   for (t = 1; t <= 10; ++t) {
-    e = busy.Observe(period(busy, t, reference, 0.95));
+    e = busy.Observe(StalledPeriod(busy, t, reference, 0.95));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
