@@ -865,6 +865,10 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   checking_against_ = plan_;
   checking_receive_ = m.receive;
   checking_reference_ = reference;
+  const std::string busy = cur.trainer_busy.n > 0
+                               ? absl::StrCat(", the trainer using ",
+                                              FormatPercent(cur.trainer_busy.Mean()), " of its CPU")
+                               : "";
   const std::string left = plan_.PolicyString();
   plan_ = local != nullptr ? local->plan : PlanNone(effective_profile(), "all local (a check)");
   last_change_t_ = t;
@@ -873,7 +877,7 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
   slow_since_.clear();
   return Record(t, DecisionKind::kTrial,
                 absl::StrCat(left, " measured ", FormatRate(mean), " samples/s over ", cur.rate.n,
-                             " periods, not clearly over all-local (", FormatRate(bound),
+                             " periods", busy, ", not clearly over all-local (", FormatRate(bound),
                              " measured while starting, ", FormatRate(predicted),
                              " predicted): all-local runs ", options_.min_measured_periods,
                              " periods as a check"));

@@ -1329,6 +1329,7 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 5);
   EXPECT_THAT(e.reason, HasSubstr("as a check"));
+  EXPECT_THAT(e.reason, HasSubstr("the trainer using 95.0% of its CPU"));
 }
 
 }  // namespace
