@@ -6,7 +6,8 @@ pinned to its own core (taskset), on the standard pipeline at its last element-w
   remote-only   --policy fixed:cut=C,ratio=1.0 (worker on core 1, --threads 1)
   mixed         --policy fixed:cut=C,ratio=R for R in --ratios; the best is reported
                 (with --spill workers: fixed:cut=C,ratio=R,spill=workers)
-for every cut C in --cuts (default 5). Rates are steady-state (after the warm-up steps).
+for every cut C in --cuts (default 5). The files repeat (--epochs -1) until --steps batches.
+Rates are steady-state (after the warm-up steps).
 
 Targets (docs/BENCHMARKS.md): remote-only >= 90% of all-local; best mixed >= 1.8x
 all-local; the trainer's CPU to receive one offloaded sample (decode the wire format, hand
@@ -57,7 +58,7 @@ def train(sluice, files, steps, policy, port=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = ["taskset", "-c", "0", sluice, "train", PIPELINE, "--files", files,
                "--accelerator-ms", "0", "--steps", str(steps), "--threads", "1",
-               "--policy", policy, "--json", out.name]
+               "--epochs", "-1", "--policy", policy, "--json", out.name]
         if port:
             cmd += ["--workers", f"127.0.0.1:{port}"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
