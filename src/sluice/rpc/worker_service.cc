@@ -548,7 +548,11 @@ void WorkerSession::RunOne() {
   std::lock_guard<std::mutex> lock(mu_);
   EndTaskLocked(cpu_start);
   MaybeScheduleLocked();
-  cv_.notify_all();
+  // NextOutput waits for an output, a failure, the end, or the session to finish. What this
+  // task queued was announced where it was queued (Flush, MaybeFinishSplitLocked, FailLocked),
+  // so the task's end matters only when it finished the session: waking the transport's
+  // thread for every sample cost a worker two context switches a sample for nothing.
+  if (FinishedLocked()) cv_.notify_all();
 }
 
 bool WorkerSession::NextRunsSplitLocked(uint64_t split_id) const {
