@@ -47,8 +47,9 @@ TEST_F(OffloadTrainTest, ReportsThroughputStallAndPlacesInTextAndJson) {
   EXPECT_THAT(r.out, HasSubstr("plan: fixed:cut=3,ratio=0.5,read=remote,compress=lz4"));
   EXPECT_THAT(r.out, HasSubstr("processed: local "));
   EXPECT_THAT(r.out, HasSubstr(worker->address()));
-  // A plaintext worker: the payloads came on its bulk data channel, and both reports say so.
-  EXPECT_THAT(r.out, HasSubstr("received on the bulk channel"));
+  // A plaintext worker on this machine: the payloads came on its bulk data channel, through
+  // the shared-memory ring, and both reports say so.
+  EXPECT_THAT(r.out, HasSubstr("received through shared memory"));
 
   const nlohmann::json j = nlohmann::json::parse(ReadAll(json_path));
   EXPECT_GT(j["samples_per_s"].get<double>(), 0);
@@ -70,6 +71,7 @@ TEST_F(OffloadTrainTest, ReportsThroughputStallAndPlacesInTextAndJson) {
   const int64_t local = j["places"]["local"].get<int64_t>();
   const int64_t remote = j["places"]["workers"][0]["samples"].get<int64_t>();
   EXPECT_TRUE(j["places"]["workers"][0]["bulk"].get<bool>());
+  EXPECT_TRUE(j["places"]["workers"][0]["shared_memory"].get<bool>());
   EXPECT_GE(local + remote, 40);  // what was consumed, and maybe what was prepared ahead
   EXPECT_LE(local + remote, 64);
 }

@@ -365,7 +365,9 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (const runtime::WorkerReport& w : report.workers) {
     absl::StrAppend(&where, ", ", w.address, " ", w.samples, " (", Percent(w.samples, processed),
                     ", ", FormatBytes(static_cast<double>(w.bytes_received)), " received",
-                    w.bulk ? " on the bulk channel" : "",
+                    w.shared_memory ? " through shared memory"
+                    : w.bulk        ? " on the bulk channel"
+                                    : "",
                     w.failures > 0 ? absl::StrCat(", ", w.failures, " failures") : "",
                     w.hangs > 0 ? absl::StrCat(" of which ", w.hangs, " hung") : "",
                     w.drains == 1  ? ", drained"
@@ -454,6 +456,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"decode_cpu_ns", w.decode_cpu_ns},
                          {"connected", w.connected},
                          {"bulk", w.bulk},
+                         {"shared_memory", w.shared_memory},
                          {"failures", w.failures},
                          {"drains", w.drains},
                          {"hangs", w.hangs},

@@ -157,6 +157,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
   flags.AddBool("no-bulk", &no_bulk,
                 "send every payload on the gRPC stream: offer no bulk data channel (a plain TCP "
                 "port beside --listen; never offered with TLS)");
+  bool no_shared_memory = false;
+  flags.AddBool("no-shared-memory", &no_shared_memory,
+                "offer trainers on this machine no shared-memory ring: their payloads go on the "
+                "bulk data channel's TCP port like everyone's");
   flags.AddInt("bulk-port", &bulk_port, "PORT",
                "the bulk data channel's port on --listen's host (0: a free one, told to each "
                "trainer)",
@@ -234,6 +238,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   options.max_pending_streams = static_cast<int>(max_pending_streams);
   options.bulk = !no_bulk;
   options.bulk_port = static_cast<int>(bulk_port);
+  options.bulk_shared_memory = !no_shared_memory;
   options.worker.log = [](const std::string& message) {
     std::fprintf(stderr, "sluice worker: %s\n", message.c_str());
   };

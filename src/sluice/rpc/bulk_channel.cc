@@ -6,14 +6,18 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <random>
 
@@ -52,9 +56,207 @@ std::string RandomKey() {
   return key;
 }
 
+// The address of `name` in the abstract namespace, and its length.
+socklen_t AbstractAddress(const std::string& name, sockaddr_un* a) {
+  *a = sockaddr_un{};
+  a->sun_family = AF_UNIX;
+  a->sun_path[0] = '\0';
+  std::memcpy(a->sun_path + 1, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+// A Unix socket listening at a random name in the abstract namespace; -1 when none can be
+// made (the caller goes without).
+int ListenLocal(std::string* name) {
+  const std::string raw = RandomKey();
+  static constexpr char kHex[] = "0123456789abcdef";
+  *name = "sluice-bulk-";
+  for (int i = 0; i < 8; ++i) {
+    const auto b = static_cast<unsigned char>(raw[i]);
+    name->push_back(kHex[b >> 4]);
+    name->push_back(kHex[b & 15]);
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un a;
+  const socklen_t len = AbstractAddress(*name, &a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(fd, 64) != 0) {
+    close(fd);
+    name->clear();
+    return -1;
+  }
+  return fd;
+}
+
+constexpr size_t kTcpHelloBytes = kBulkMagic.size() + kBulkKeyBytes;
+constexpr size_t kLocalHelloBytes = kBulkRingMagic.size() + kBulkKeyBytes + 8;
+
 }  // namespace
 
-StatusOr<std::unique_ptr<BulkListener>> BulkListener::Start(const std::string& host, int port) {
+BulkConnection::BulkConnection(int fd, uint8_t* ring, size_t ring_bytes, bool sender)
+    : fd_(fd), ring_(ring), ring_bytes_(ring_bytes), room_(sender ? ring_bytes : 0) {}
+
+BulkConnection::~BulkConnection() {
+  if (ring_ != nullptr) munmap(ring_, ring_bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void BulkConnection::Shutdown() { shutdown(fd_, SHUT_RDWR); }
+
+Status BulkConnection::Send(const std::vector<BulkPiece>& pieces) {
+  return ring_ != nullptr ? RingSend(pieces) : SendAll(fd_, pieces);
+}
+
+Status BulkConnection::Recv(uint8_t* out, size_t n) {
+  return ring_ != nullptr ? RingRecv(out, n) : RecvAll(fd_, out, n);
+}
+
+Status BulkConnection::SendCount(uint64_t n) {
+  // Host order: both ends are on one machine.
+  uint8_t bytes[8];
+  std::memcpy(bytes, &n, sizeof bytes);
+  size_t sent = 0;
+  while (sent < sizeof bytes) {
+    const ssize_t w = send(fd_, bytes + sent, sizeof bytes - sent, MSG_NOSIGNAL);
+    if (w > 0) {
+      sent += static_cast<size_t>(w);
+    } else if (w < 0 && errno != EINTR) {
+      if (errno == EPIPE || errno == ECONNRESET) return absl::UnavailableError("");  // closed
+      return absl::UnavailableError(ErrnoText(errno));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An error with an empty message: the peer closed its end.
+// SendCount and ReadCounts fail with an empty message where the peer closed its end.
+namespace {
+Status Described(const Status& s) {
+  if (s.code() != absl::StatusCode::kUnavailable) return s;
+  return absl::UnavailableError(s.message().empty()
+                                    ? std::string("the bulk data channel closed")
+                                    : absl::StrCat("the bulk data channel failed: ", s.message()));
+}
+}  // namespace
+
+Status BulkConnection::ReadCounts(bool wait, uint64_t* sum) {
+  uint8_t buf[512];
+  bool counted = false;
+  for (;;) {
+    std::memcpy(buf, partial_, partial_size_);
+    const size_t space = sizeof buf - partial_size_;
+    const ssize_t r = recv(fd_, buf + partial_size_, space, wait && !counted ? 0 : MSG_DONTWAIT);
+    if (r == 0) return absl::UnavailableError("");  // closed
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::OkStatus();
+      return absl::UnavailableError(ErrnoText(errno));
+    }
+    const size_t have = partial_size_ + static_cast<size_t>(r);
+    const size_t whole = have / 8 * 8;
+    for (size_t i = 0; i < whole; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, buf + i, sizeof v);
+      if (v > ring_bytes_) {
+        return absl::DataLossError(absl::StrCat("the peer counted ", v,
+                                                " bytes at once on a shared ring of ",
+                                                ring_bytes_));
+      }
+      *sum += v;
+      counted = true;
+    }
+    partial_size_ = have - whole;
+    std::memcpy(partial_, buf + whole, partial_size_);
+    // Everything queued was read when the read did not fill the buffer.
+    if (static_cast<size_t>(r) < space && (counted || !wait)) return absl::OkStatus();
+  }
+}
+
+Status BulkConnection::RingSend(const std::vector<BulkPiece>& pieces) {
+  // The room the trainer gave back since the last payload (without waiting): it counts
+  // back after every payload, and those counts must not pile up in the socket.
+  const auto take_freed = [this](bool wait) -> Status {
+    uint64_t freed = 0;
+    if (Status s = ReadCounts(wait, &freed); !s.ok()) return Described(s);
+    if (freed > ring_bytes_ - room_) {
+      return absl::DataLossError(absl::StrCat("the trainer freed ", freed,
+                                              " bytes of the shared ring where ",
+                                              ring_bytes_ - room_, " were in use"));
+    }
+    room_ += freed;
+    return absl::OkStatus();
+  };
+  SLUICE_RETURN_IF_ERROR(take_freed(false));
+  uint64_t written = 0;  // not yet counted to the trainer
+  for (const BulkPiece& p : pieces) {
+    size_t off = 0;
+    while (off < p.size) {
+      if (room_ == 0) {
+        if (written > 0) {
+          if (Status s = SendCount(written); !s.ok()) return Described(s);
+        }
+        written = 0;
+        SLUICE_RETURN_IF_ERROR(take_freed(true));
+        continue;
+      }
+      const size_t c = std::min<size_t>({room_, p.size - off, ring_bytes_ - pos_});
+      std::memcpy(ring_ + pos_, p.data + off, c);
+      pos_ = (pos_ + c) % ring_bytes_;
+      room_ -= c;
+      written += c;
+      off += c;
+    }
+  }
+  if (written > 0) return Described(SendCount(written));
+  return absl::OkStatus();
+}
+
+Status BulkConnection::RingRecv(uint8_t* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    if (room_ == 0) {
+      // All that was written is read: say so before waiting (the worker may be waiting for
+      // room), then wait for more.
+      Status s = absl::OkStatus();
+      if (unreported_ > 0) s = SendCount(unreported_);
+      unreported_ = 0;
+      uint64_t more = 0;
+      if (s.ok()) s = ReadCounts(true, &more);
+      if (s.code() == absl::StatusCode::kDataLoss) return s;
+      if (!s.ok()) {
+        // ReadCounts: an empty message is the peer's end of the stream.
+        const bool closed = s.message().empty();
+        return absl::UnavailableError(absl::StrCat(
+            "the bulk data channel ", closed ? "closed" : "failed", " after ", got, " of ", n,
+            " bytes", closed ? "" : absl::StrCat(": ", s.message())));
+      }
+      if (more > ring_bytes_) {
+        return absl::DataLossError(absl::StrCat("the worker counted ", more,
+                                                " bytes into a shared ring of ", ring_bytes_));
+      }
+      room_ += more;
+      continue;
+    }
+    const size_t c = std::min<size_t>({room_, n - got, ring_bytes_ - pos_});
+    std::memcpy(out + got, ring_ + pos_, c);
+    pos_ = (pos_ + c) % ring_bytes_;
+    room_ -= c;
+    unreported_ += c;
+    got += c;
+  }
+  // The room back at once: the worker takes it before its next payload without waiting.
+  if (unreported_ > 0) {
+    const uint64_t freed = unreported_;
+    unreported_ = 0;
+    // The payload is whole either way: a trainer whose worker went away meets it at the next
+    // read.
+    SendCount(freed).IgnoreError();
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::unique_ptr<BulkListener>> BulkListener::Start(const std::string& host, int port,
+                                                             bool shared_memory) {
   const bool any_v4 = host.empty() || host == "0.0.0.0";
   const std::string shown = absl::StrCat(any_v4 ? "0.0.0.0" : host, ":", port);
   addrinfo hints{};
@@ -100,6 +302,7 @@ StatusOr<std::unique_ptr<BulkListener>> BulkListener::Start(const std::string& h
   if (l->wake_fd_ < 0) {
     return absl::InternalError(absl::StrCat("bulk data listener: eventfd: ", ErrnoText(errno)));
   }
+  if (shared_memory) l->local_fd_ = ListenLocal(&l->local_name_);
   BulkListener* raw = l.get();
   l->acceptor_ = std::thread([raw] { raw->AcceptLoop(); });
   return l;
@@ -114,94 +317,169 @@ BulkListener::~BulkListener() {
     acceptor_.join();
   }
   if (listen_fd_ >= 0) close(listen_fd_);
+  if (local_fd_ >= 0) close(local_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
-  for (const auto& [key, fd] : expected_) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 void BulkListener::AcceptLoop() {
   for (;;) {
-    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
+    pollfd p[3] = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}, {local_fd_, POLLIN, 0}};
+    if (poll(p, local_fd_ >= 0 ? 3 : 2, -1) < 0) {
       if (errno == EINTR) continue;
       return;
     }
-    if (p[1].revents != 0) return;
-    if ((p[0].revents & POLLIN) == 0) continue;
-    const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) {
-      // Out of descriptors, or the connection went before it was taken: the next one may do.
-      if (errno == EMFILE || errno == ENFILE) usleep(10'000);
-      continue;
+    if (p[0].revents != 0) return;
+    for (int i = 1; i < 3; ++i) {
+      if ((p[i].revents & POLLIN) == 0) continue;
+      const int c = accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) {
+        // Out of descriptors, or the connection went before it was taken: the next one may.
+        if (errno == EMFILE || errno == ENFILE) usleep(10'000);
+        continue;
+      }
+      if (i == 1) {
+        Admit(c);
+      } else {
+        AdmitLocal(c);
+      }
     }
-    Admit(c);
   }
 }
 
-void BulkListener::Admit(int fd) {
-  char hello[kBulkMagic.size() + kBulkKeyBytes];
+bool BulkListener::ReadHello(int fd, char* out, size_t n, std::vector<int>* fds) {
   size_t got = 0;
   const int64_t deadline = NowNanos() + static_cast<int64_t>(kBulkHelloTimeoutS * 1e9);
-  while (got < sizeof hello) {
+  while (got < n) {
     const int64_t left_ms = MillisLeft(deadline);
-    if (left_ms <= 0) break;
+    if (left_ms <= 0) return false;
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const int n = poll(p, 2, static_cast<int>(std::min<int64_t>(left_ms, INT_MAX)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || p[1].revents != 0) break;
-    const ssize_t r = recv(fd, hello + got, sizeof hello - got, MSG_DONTWAIT);
+    const int ready = poll(p, 2, static_cast<int>(std::min<int64_t>(left_ms, INT_MAX)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 || p[1].revents != 0) return false;
+    iovec iov{out + got, n - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (fds != nullptr) {
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+    }
+    const ssize_t r = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (r > 0 && fds != nullptr) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int d;
+          std::memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof d);
+          fds->push_back(d);
+        }
+      }
+    }
     if (r > 0) {
       got += static_cast<size_t>(r);
     } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      break;
+      return false;
     }
   }
-  bool kept = false;
-  if (got == sizeof hello && std::string_view(hello, kBulkMagic.size()) == kBulkMagic) {
-    const std::string key(hello + kBulkMagic.size(), kBulkKeyBytes);
+  return true;
+}
+
+void BulkListener::Keep(const std::string& key, std::unique_ptr<BulkConnection> c) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = expected_.find(key);
-    if (it != expected_.end() && it->second < 0) {
-      it->second = fd;
-      kept = true;
+    if (it != expected_.end() && it->second == nullptr) {
+      it->second = std::move(c);
       arrived_.notify_all();
+      return;
     }
   }
-  if (!kept) {
+  refused_.fetch_add(1, std::memory_order_relaxed);  // `c` closes
+}
+
+void BulkListener::Admit(int fd) {
+  char hello[kTcpHelloBytes];
+  if (!ReadHello(fd, hello, sizeof hello, nullptr) ||
+      std::string_view(hello, kBulkMagic.size()) != kBulkMagic) {
     close(fd);
     refused_.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
+  Keep(std::string(hello + kBulkMagic.size(), kBulkKeyBytes),
+       std::make_unique<BulkConnection>(fd));
+}
+
+void BulkListener::AdmitLocal(int fd) {
+  char hello[kLocalHelloBytes];
+  std::vector<int> fds;
+  const bool read = ReadHello(fd, hello, sizeof hello, &fds);
+  uint8_t* ring = nullptr;
+  uint64_t size = 0;
+  std::string key;
+  if (read && fds.size() == 1 &&
+      std::string_view(hello, kBulkRingMagic.size()) == kBulkRingMagic) {
+    key.assign(hello + kBulkRingMagic.size(), kBulkKeyBytes);
+    std::memcpy(&size, hello + kBulkRingMagic.size() + kBulkKeyBytes, sizeof size);
+    bool expected = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = expected_.find(key);
+      expected = it != expected_.end() && it->second == nullptr;
+    }
+    // Mapped only for a key a session holds, and only a memfd of the size announced that
+    // its sender can no longer shrink (a shrunk mapping would fault on our writes).
+    struct stat st{};
+    const int seals = fcntl(fds[0], F_GET_SEALS);
+    if (expected && size >= kBulkRingMinBytes && size <= kBulkRingMaxBytes && seals >= 0 &&
+        (seals & F_SEAL_SHRINK) != 0 && fstat(fds[0], &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) == size) {
+      void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+      if (m != MAP_FAILED) ring = static_cast<uint8_t*>(m);
+    }
+  }
+  for (const int d : fds) close(d);  // the mapping keeps the memory
+  if (ring == nullptr) {
+    close(fd);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Keep(key, std::make_unique<BulkConnection>(fd, ring, size, /*sender=*/true));
 }
 
 std::string BulkListener::Expect() {
   std::string key = RandomKey();
   std::lock_guard<std::mutex> lock(mu_);
-  expected_[key] = -1;
+  expected_[key] = nullptr;
   return key;
 }
 
-int BulkListener::Take(const std::string& key) { return TakeWithin(key, 0); }
+std::unique_ptr<BulkConnection> BulkListener::Take(const std::string& key) {
+  return TakeWithin(key, 0);
+}
 
-int BulkListener::TakeWithin(const std::string& key, double timeout_s) {
+std::unique_ptr<BulkConnection> BulkListener::TakeWithin(const std::string& key,
+                                                         double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto here = [&] {
     auto it = expected_.find(key);
-    return it == expected_.end() || it->second >= 0;
+    return it == expected_.end() || it->second != nullptr;
   };
   if (timeout_s > 0) arrived_.wait_for(lock, std::chrono::duration<double>(timeout_s), here);
   auto it = expected_.find(key);
-  if (it == expected_.end() || it->second < 0) return -1;
-  const int fd = it->second;
+  if (it == expected_.end() || it->second == nullptr) return nullptr;
+  std::unique_ptr<BulkConnection> c = std::move(it->second);
   expected_.erase(it);  // once: the same key again is refused
-  return fd;
+  return c;
 }
 
 void BulkListener::Forget(const std::string& key) {
+  std::unique_ptr<BulkConnection> closing;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = expected_.find(key);
   if (it == expected_.end()) return;
-  if (it->second >= 0) close(it->second);
+  closing = std::move(it->second);
   expected_.erase(it);
 }
 
@@ -264,6 +542,88 @@ StatusOr<int> ConnectBulk(const std::string& host, int port, std::string_view ke
     return absl::UnavailableError(absl::StrCat("bulk data channel to ", shown, ": ", s.message()));
   }
   return fd;
+}
+
+ssize_t SendWithDescriptor(int socket_fd, std::string_view bytes, int attached) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (attached >= 0) {
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &attached, sizeof attached);
+  }
+  ssize_t w;
+  do {
+    w = sendmsg(socket_fd, &m, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  return w;
+}
+
+StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(const std::string& name,
+                                                           std::string_view key,
+                                                           size_t ring_bytes) {
+  const auto fail = [&name](const char* what, int err) {
+    return absl::UnavailableError(
+        absl::StrCat("local bulk data channel ", name, ": ", what, ": ", ErrnoText(err)));
+  };
+  sockaddr_un a;
+  if (name.empty() || name.size() + 1 > sizeof a.sun_path) {
+    return absl::InvalidArgumentError(absl::StrCat("no local bulk data channel is named \"",
+                                                   name, "\""));
+  }
+  // Non-blocking: a listener whose queue is full refuses at once instead of holding the
+  // trainer (which then connects over TCP).
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return fail("socket", errno);
+  const socklen_t len = AbstractAddress(name, &a);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    const int err = errno;
+    close(fd);
+    return fail("connect", err);
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const int ring_fd = memfd_create("sluice-bulk-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (ring_fd < 0) {
+    const int err = errno;
+    close(fd);
+    return fail("memfd_create", err);
+  }
+  void* ring = MAP_FAILED;
+  int err = 0;
+  if (ftruncate(ring_fd, static_cast<off_t>(ring_bytes)) != 0 ||
+      fcntl(ring_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    err = errno;
+  } else {
+    ring = mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0);
+    if (ring == MAP_FAILED) err = errno;
+  }
+  if (ring == MAP_FAILED) {
+    close(ring_fd);
+    close(fd);
+    return fail("the shared ring", err);
+  }
+  std::string hello(kBulkRingMagic);
+  hello.append(key);
+  const uint64_t size = ring_bytes;
+  hello.append(reinterpret_cast<const char*>(&size), sizeof size);
+  // 48 bytes on a fresh connection: the socket's buffer always takes them whole.
+  const ssize_t w = SendWithDescriptor(fd, hello, ring_fd);
+  err = errno;
+  close(ring_fd);  // the worker got its own descriptor; the mapping keeps ours
+  if (w != static_cast<ssize_t>(hello.size())) {
+    munmap(ring, ring_bytes);
+    close(fd);
+    return fail("hello", w < 0 ? err : EPIPE);
+  }
+  return std::make_unique<BulkConnection>(fd, static_cast<uint8_t*>(ring), ring_bytes,
+                                          /*sender=*/false);
 }
 
 std::optional<std::string> HostOfAddress(const std::string& address) {

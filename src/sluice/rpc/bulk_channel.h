@@ -9,6 +9,14 @@
 // bulk_bytes bytes on the channel are its payload. The exactly-once accounting is the
 // stream's, unchanged: a chunk counts once its payload is read whole.
 //
+// On one machine the payloads need not cross a socket at all: a worker also listens on a
+// Unix socket in the abstract namespace (which is its network namespace's: a trainer in
+// another one, or on another host, cannot reach it), and a trainer that reaches it hands
+// over a sealed shared-memory ring with its hello. The worker then copies each payload into
+// the ring and sends only counts on the socket ("so many bytes written"), and the trainer
+// copies them out and answers with counts of its own ("so many bytes free again"): one copy
+// on each side, in user space, and no TCP (docs/offload.md, "The bulk data channel").
+//
 // Authentication: a worker offers the channel in its Opened reply (Opened.bulk_port and a
 // 32-byte random key, drawn for that session) on the stream that its token (and TLS) already
 // authenticated; the trainer's first bytes on the new connection are kBulkMagic and that
@@ -18,6 +26,8 @@
 // chunks stay on the encrypted stream).
 #ifndef SLUICE_RPC_BULK_CHANNEL_H_
 #define SLUICE_RPC_BULK_CHANNEL_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -47,23 +57,88 @@ inline constexpr double kBulkHelloTimeoutS = 2.0;
 // limits (tcp_rmem, 6 MiB) allow.
 inline constexpr size_t kBulkWakeBytes = 1 << 20;
 
+// The local hello: kBulkRingMagic, the key, and the ring's size (8 bytes, little-endian),
+// with the ring's memfd attached.
+inline constexpr std::string_view kBulkRingMagic = "SLUICER1";
+// The shared-memory ring's size: what the TCP channel lets a worker run ahead of its
+// trainer (the receive buffer, twice kBulkWakeBytes, and the default largest send buffer,
+// 4 MiB) rounded up to a power of two, so a worker writes as far ahead as on a socket.
+inline constexpr size_t kBulkRingBytes = 8 << 20;
+// The sizes a worker accepts in a hello: a ring holds at least one 64 KiB write, and a
+// trainer cannot make a worker map more than this.
+inline constexpr size_t kBulkRingMinBytes = 64 << 10;
+inline constexpr size_t kBulkRingMaxBytes = 64 << 20;
+
+struct BulkPiece {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+// One end of a bulk data channel, owned by its session: a TCP connection whose bytes are
+// the payloads, or a local connection whose payloads go through a shared-memory ring.
+// Send and Recv are called by one thread each (the worker's handler, the trainer's reader);
+// Shutdown from any thread.
+class BulkConnection {
+ public:
+  // A TCP connection (owns `fd`).
+  explicit BulkConnection(int fd) : fd_(fd) {}
+  // A local connection (owns `fd` and the mapping `ring` of `ring_bytes`); `sender`: the
+  // worker's end, which writes into the ring.
+  BulkConnection(int fd, uint8_t* ring, size_t ring_bytes, bool sender);
+  ~BulkConnection();
+  BulkConnection(const BulkConnection&) = delete;
+  BulkConnection& operator=(const BulkConnection&) = delete;
+
+  int fd() const { return fd_; }
+  bool shared_memory() const { return ring_ != nullptr; }
+  // Writes every byte of `pieces`. An error says the peer went away and why.
+  Status Send(const std::vector<BulkPiece>& pieces);
+  // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed,
+  // or (a ring) that the peer's counts broke the ring's bounds.
+  Status Recv(uint8_t* out, size_t n);
+  // A Send or Recv blocked on the peer returns with an error.
+  void Shutdown();
+
+ private:
+  Status RingSend(const std::vector<BulkPiece>& pieces);
+  Status RingRecv(uint8_t* out, size_t n);
+  // Adds the counts the peer sent to `*sum`: those already queued, or (`wait`) at least one.
+  Status ReadCounts(bool wait, uint64_t* sum);
+  Status SendCount(uint64_t n);
+
+  int fd_ = -1;
+  uint8_t* ring_ = nullptr;
+  size_t ring_bytes_ = 0;
+  size_t pos_ = 0;           // the next byte to write (sender) or to read (receiver)
+  uint64_t room_ = 0;        // sender: bytes free to write; receiver: bytes written, unread
+  uint64_t unreported_ = 0;  // receiver: bytes read and not yet counted back to the sender
+  uint8_t partial_[8] = {};  // the start of a count split between two reads
+  size_t partial_size_ = 0;
+};
+
 // The worker's side: listens for bulk connections and hands each to the session whose key
 // it presents.
 class BulkListener {
  public:
   // Listens on `host` ("" or "0.0.0.0": every IPv4 address; "::": every address) at `port`
-  // (0: a free one). Error: "cannot listen for bulk data on HOST:PORT: why".
-  static StatusOr<std::unique_ptr<BulkListener>> Start(const std::string& host, int port);
+  // (0: a free one); with `shared_memory`, also on a Unix socket of a random name in the
+  // abstract namespace for local connections. Error: "cannot listen for bulk data on
+  // HOST:PORT: why" (a local socket that cannot be made is left out, not an error).
+  static StatusOr<std::unique_ptr<BulkListener>> Start(const std::string& host, int port,
+                                                       bool shared_memory = false);
   ~BulkListener();  // stops accepting; closes every connection no session took
 
   int port() const { return port_; }
+  // The local socket's name in the abstract namespace (without its leading zero byte);
+  // empty when there is none.
+  const std::string& local_name() const { return local_name_; }
 
   // A new session's key: the connection that presents it is kept for Take.
   std::string Expect();
-  // The connection that presented `key` (the caller owns it), once; -1 when none has yet.
-  int Take(const std::string& key);
+  // The connection that presented `key`, once; null when none has yet.
+  std::unique_ptr<BulkConnection> Take(const std::string& key);
   // The same, waiting up to `timeout_s` for it.
-  int TakeWithin(const std::string& key, double timeout_s);
+  std::unique_ptr<BulkConnection> TakeWithin(const std::string& key, double timeout_s);
   // The session ended: its key is refused from now on, and a connection not taken is closed.
   void Forget(const std::string& key);
   // Connections closed because their hello was wrong, late or for no expected key.
@@ -72,31 +147,44 @@ class BulkListener {
  private:
   BulkListener() = default;
   void AcceptLoop();
+  // Reads `n` hello bytes from `fd` within the hello's time; with `fds`, takes the
+  // descriptors that came with them (the caller closes them).
+  bool ReadHello(int fd, char* out, size_t n, std::vector<int>* fds);
   void Admit(int fd);
+  void AdmitLocal(int fd);
+  void Keep(const std::string& key, std::unique_ptr<BulkConnection> c);
 
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: Stop
+  int local_fd_ = -1;  // the abstract Unix socket; -1: none
+  int wake_fd_ = -1;   // eventfd: Stop
   int port_ = 0;
+  std::string local_name_;
   std::thread acceptor_;
   std::atomic<int64_t> refused_{0};
   std::mutex mu_;
-  std::condition_variable arrived_;      // a connection was kept
-  std::map<std::string, int> expected_;  // key -> connection (-1: not arrived)
+  std::condition_variable arrived_;  // a connection was kept
+  // key -> its connection (null: not arrived yet)
+  std::map<std::string, std::unique_ptr<BulkConnection>> expected_;
 };
 
 // The trainer's side: connects to host:port and presents `key`. The returned descriptor
 // belongs to the caller.
 StatusOr<int> ConnectBulk(const std::string& host, int port, std::string_view key,
                           double timeout_s = kBulkHelloTimeoutS);
+// The trainer's side on the worker's machine: connects to the abstract Unix socket `name`
+// and presents `key` with a new ring of `ring_bytes`. Fails (and the caller connects over
+// TCP) where that socket is not in this network namespace.
+StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(const std::string& name,
+                                                           std::string_view key,
+                                                           size_t ring_bytes = kBulkRingBytes);
 
 // The host of a "host:port" or "[v6]:port" address; nullopt for anything else (a gRPC
 // target such as "unix:/path" or "dns:///name:port"), where no bulk channel is tried.
 std::optional<std::string> HostOfAddress(const std::string& address);
 
-struct BulkPiece {
-  const uint8_t* data = nullptr;
-  size_t size = 0;
-};
+// One sendmsg of `bytes` on a Unix socket with the descriptor `attached` (none when -1),
+// retried on EINTR; what sendmsg returned (errno set when negative).
+ssize_t SendWithDescriptor(int socket_fd, std::string_view bytes, int attached);
 // Writes every byte of `pieces` (no SIGPIPE). An error says the peer went away and why.
 Status SendAll(int fd, const std::vector<BulkPiece>& pieces);
 // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed.

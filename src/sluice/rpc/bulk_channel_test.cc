@@ -6,12 +6,21 @@
 #include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,9 +70,10 @@ TEST(BulkChannelTest, AConnectionPresentingItsKeyIsHandedToItsSessionOnce) {
   EXPECT_NE(key, l->Expect());  // each session its own
   auto trainer = ConnectBulk("127.0.0.1", l->port(), key);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  const int worker = l->TakeWithin(key, 10);
-  ASSERT_GE(worker, 0);
-  EXPECT_EQ(l->Take(key), -1);  // once
+  std::unique_ptr<BulkConnection> worker_end = l->TakeWithin(key, 10);
+  ASSERT_NE(worker_end, nullptr);
+  const int worker = worker_end->fd();
+  EXPECT_EQ(l->Take(key), nullptr);  // once
   // Pieces of several sizes, one large enough to need many writes, arrive whole and in order.
   std::vector<std::string> parts = {"chunk-", std::string(3 << 20, 'x'), "", "end"};
   for (size_t i = 0; i < parts[1].size(); i += 4093) parts[1][i] = static_cast<char>(i);
@@ -79,7 +89,6 @@ TEST(BulkChannelTest, AConnectionPresentingItsKeyIsHandedToItsSessionOnce) {
   sender.join();
   EXPECT_TRUE(got == want);
   EXPECT_EQ(l->refused(), 0);
-  close(worker);
   close(*trainer);
 }
 
@@ -94,8 +103,9 @@ TEST(BulkChannelTest, APayloadsLastPartUnderTheWakeMarkIsRead) {
   const std::string key = l->Expect();
   auto trainer = ConnectBulk("127.0.0.1", l->port(), key);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  const int worker = l->TakeWithin(key, 10);
-  ASSERT_GE(worker, 0);
+  std::unique_ptr<BulkConnection> worker_end = l->TakeWithin(key, 10);
+  ASSERT_NE(worker_end, nullptr);
+  const int worker = worker_end->fd();
   const size_t first = kBulkWakeBytes + kBulkWakeBytes / 4;
   const size_t last = kBulkWakeBytes / 4;
   std::string want(first + last, '\0');
@@ -127,7 +137,6 @@ TEST(BulkChannelTest, APayloadsLastPartUnderTheWakeMarkIsRead) {
   reader.join();
   EXPECT_TRUE(read.ok()) << read;
   EXPECT_TRUE(got == want);
-  close(worker);
   close(*trainer);
 }
 
@@ -158,15 +167,13 @@ TEST(BulkChannelTest, AWrongOrLateHelloIsClosedUnread) {
   auto late = ConnectBulk("127.0.0.1", l->port(), key);
   ASSERT_TRUE(late.ok());
   ASSERT_TRUE(RefusedReaches(*l, 4));
-  EXPECT_EQ(l->TakeWithin(key, 0.05), -1);
+  EXPECT_EQ(l->TakeWithin(key, 0.05), nullptr);
   close(*late);
   // The right key still works after all that.
   const std::string again = l->Expect();
   auto right = ConnectBulk("127.0.0.1", l->port(), again);
   ASSERT_TRUE(right.ok());
-  const int taken = l->TakeWithin(again, 10);
-  EXPECT_GE(taken, 0);
-  close(taken);
+  EXPECT_NE(l->TakeWithin(again, 10), nullptr);
   close(*right);
 }
 
@@ -176,11 +183,12 @@ TEST(BulkChannelTest, APeerGoingAwayIsAnErrorWithTheCountNotASignal) {
   const std::string key = l->Expect();
   auto trainer = ConnectBulk("127.0.0.1", l->port(), key);
   ASSERT_TRUE(trainer.ok());
-  const int worker = l->TakeWithin(key, 10);
-  ASSERT_GE(worker, 0);
+  std::unique_ptr<BulkConnection> worker_end = l->TakeWithin(key, 10);
+  ASSERT_NE(worker_end, nullptr);
+  const int worker = worker_end->fd();
   const std::string three = "abc";
   ASSERT_TRUE(SendAll(worker, {{reinterpret_cast<const uint8_t*>(three.data()), 3}}).ok());
-  close(worker);
+  worker_end.reset();  // closes it
   uint8_t buf[10];
   Status s = RecvAll(*trainer, buf, sizeof buf);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
@@ -191,14 +199,14 @@ TEST(BulkChannelTest, APeerGoingAwayIsAnErrorWithTheCountNotASignal) {
   const std::string key2 = l->Expect();
   auto gone = ConnectBulk("127.0.0.1", l->port(), key2);
   ASSERT_TRUE(gone.ok());
-  const int to_gone = l->TakeWithin(key2, 10);
-  ASSERT_GE(to_gone, 0);
+  std::unique_ptr<BulkConnection> to_gone_end = l->TakeWithin(key2, 10);
+  ASSERT_NE(to_gone_end, nullptr);
+  const int to_gone = to_gone_end->fd();
   close(*gone);
   const std::string big(64 << 20, 'y');
   Status lost = SendAll(to_gone, {{reinterpret_cast<const uint8_t*>(big.data()), big.size()}});
   EXPECT_FALSE(lost.ok());
   EXPECT_THAT(std::string(lost.message()), HasSubstr("the bulk data channel failed"));
-  close(to_gone);
 }
 
 TEST(BulkChannelTest, ANothingListeningPortIsAClearConnectError) {
@@ -230,6 +238,221 @@ TEST(BulkChannelTest, AnAddressThatCannotBeBoundSaysWhich) {
   ASSERT_FALSE(l.ok());
   EXPECT_THAT(std::string(l.status().message()),
               HasSubstr("cannot listen for bulk data on 192.0.2.1:0"));
+}
+
+std::unique_ptr<BulkListener> ListenWithRing() {
+  auto l = BulkListener::Start("127.0.0.1", 0, /*shared_memory=*/true);
+  EXPECT_TRUE(l.ok()) << l.status();
+  if (!l.ok()) return nullptr;
+  EXPECT_FALSE((*l)->local_name().empty());
+  return *std::move(l);
+}
+
+// The trainer's and the worker's ends of a local connection with a ring of `ring_bytes`.
+struct RingPair {
+  std::unique_ptr<BulkConnection> trainer;
+  std::unique_ptr<BulkConnection> worker;
+};
+RingPair ConnectRing(BulkListener& l, size_t ring_bytes) {
+  RingPair p;
+  const std::string key = l.Expect();
+  auto trainer = ConnectBulkLocal(l.local_name(), key, ring_bytes);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return p;
+  p.trainer = *std::move(trainer);
+  p.worker = l.TakeWithin(key, 10);
+  EXPECT_NE(p.worker, nullptr);
+  return p;
+}
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 31 + seed * 7 + (i >> 9));
+  return s;
+}
+
+// Payloads many times the ring's size, of odd sizes (so every one wraps somewhere new), in
+// several pieces each, arrive whole and in order: the worker waits for room, the trainer for
+// bytes, and neither waits for the other forever.
+TEST(BulkChannelTest, ALocalConnectionCarriesPayloadsThroughASharedRing) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+  ASSERT_NE(p.trainer, nullptr);
+  ASSERT_NE(p.worker, nullptr);
+  EXPECT_TRUE(p.trainer->shared_memory());
+  EXPECT_TRUE(p.worker->shared_memory());
+  std::vector<std::string> payloads;
+  for (size_t n : {size_t{1}, size_t{5}, kBulkRingMinBytes - 3, kBulkRingMinBytes,
+                   kBulkRingMinBytes + 17, size_t{3} << 20, size_t{0} + 12345, size_t{1} << 20}) {
+    payloads.push_back(Pattern(n, static_cast<int>(payloads.size())));
+  }
+  std::thread sender([&] {
+    for (const std::string& want : payloads) {
+      // Three pieces: a header-sized one, the middle, the rest.
+      const auto* b = reinterpret_cast<const uint8_t*>(want.data());
+      const size_t a = std::min<size_t>(want.size(), 7);
+      const size_t m = (want.size() - a) / 2;
+      EXPECT_TRUE(p.worker->Send({{b, a}, {b + a, m}, {b + a + m, want.size() - a - m}}).ok());
+    }
+  });
+  for (const std::string& want : payloads) {
+    std::string got(want.size(), '\0');
+    const Status s = p.trainer->Recv(reinterpret_cast<uint8_t*>(got.data()), got.size());
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(got == want) << "a payload of " << want.size() << " bytes differs";
+  }
+  sender.join();
+  EXPECT_EQ(l->refused(), 0);
+}
+
+// A raw local connection that sends `hello` with `fd` attached (none when -1).
+int SendLocalHello(const std::string& name, const std::string& hello, int fd) {
+  const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a),
+                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
+  EXPECT_EQ(SendWithDescriptor(s, hello, fd), static_cast<ssize_t>(hello.size()));
+  return s;
+}
+
+std::string LocalHello(const std::string& key, uint64_t size) {
+  std::string h(kBulkRingMagic);
+  h += key;
+  h.append(reinterpret_cast<const char*>(&size), sizeof size);
+  return h;
+}
+
+// A memfd of `size` bytes, sealed against shrinking when `sealed`.
+int Memfd(size_t size, bool sealed) {
+  const int fd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  if (sealed) {
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  }
+  return fd;
+}
+
+// A worker maps only what cannot hurt it: a ring for a key a session holds, a memfd its
+// sender can no longer shrink (a shrunk mapping would fault on the worker's writes), of the
+// size announced and within bounds. Everything else is closed unmapped.
+TEST(BulkChannelTest, ALocalHelloWithoutASealedRingOfItsSizeIsRefused) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  const std::string key = l->Expect();
+  std::string other = key;
+  other[3] = static_cast<char>(other[3] ^ 1);
+  std::vector<int> open_fds;
+  int64_t refused = 0;
+  const auto refuse = [&](const std::string& hello, int fd, const char* what) {
+    open_fds.push_back(SendLocalHello(l->local_name(), hello, fd));
+    if (fd >= 0) close(fd);
+    EXPECT_TRUE(RefusedReaches(*l, ++refused)) << what;
+    EXPECT_EQ(l->Take(key), nullptr) << what;
+  };
+  refuse(LocalHello(key, kBulkRingMinBytes), -1, "no ring");
+  refuse(LocalHello(key, kBulkRingMinBytes), Memfd(kBulkRingMinBytes, false), "not sealed");
+  refuse(LocalHello(key, 2 * kBulkRingMinBytes), Memfd(kBulkRingMinBytes, true), "wrong size");
+  refuse(LocalHello(key, kBulkRingMaxBytes * 2), Memfd(kBulkRingMaxBytes * 2, true), "too big");
+  refuse(LocalHello(key, 16), Memfd(16, true), "too small");
+  refuse(LocalHello(other, kBulkRingMinBytes), Memfd(kBulkRingMinBytes, true), "wrong key");
+  std::string tcp_hello(kBulkMagic);
+  tcp_hello += key;
+  tcp_hello += "12345678";
+  refuse(tcp_hello, Memfd(kBulkRingMinBytes, true), "the TCP magic");
+  // A descriptor that is not a file at all (a pipe).
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  close(pipe_fds[1]);
+  refuse(LocalHello(key, kBulkRingMinBytes), pipe_fds[0], "a pipe");
+  for (int fd : open_fds) close(fd);
+  // The right hello still works after all that, for the key refused along the way.
+  auto right = ConnectBulkLocal(l->local_name(), key, kBulkRingMinBytes);
+  ASSERT_TRUE(right.ok()) << right.status();
+  auto worker = l->TakeWithin(key, 10);
+  ASSERT_NE(worker, nullptr);
+  EXPECT_TRUE(worker->shared_memory());
+}
+
+// The trainer's end sees a worker that goes away as a closed channel with the count; a
+// worker counting more into the ring than it holds is bad data, not a read past the ring;
+// Shutdown releases a read that waits; the worker's end sees a trainer that went away.
+TEST(BulkChannelTest, ARingPeerGoingAwayOrMiscountingIsAnErrorWithTheCount) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  {
+    RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+    ASSERT_NE(p.worker, nullptr);
+    const std::string three = "abc";
+    ASSERT_TRUE(p.worker->Send({{reinterpret_cast<const uint8_t*>(three.data()), 3}}).ok());
+    p.worker.reset();
+    uint8_t buf[10];
+    const Status s = p.trainer->Recv(buf, sizeof buf);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("closed after 3 of 10 bytes"));
+  }
+  {
+    RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+    ASSERT_NE(p.worker, nullptr);
+    const uint64_t lie = kBulkRingMinBytes + 1;
+    ASSERT_EQ(send(p.worker->fd(), &lie, sizeof lie, MSG_NOSIGNAL), 8);
+    uint8_t buf[16];
+    const Status s = p.trainer->Recv(buf, sizeof buf);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("on a shared ring of 65536"));
+  }
+  {
+    RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+    ASSERT_NE(p.worker, nullptr);
+    Status read;
+    std::thread reader([&] {
+      uint8_t byte;
+      read = p.trainer->Recv(&byte, 1);
+    });
+    p.trainer->Shutdown();
+    reader.join();
+    EXPECT_EQ(read.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(read.message()), HasSubstr("after 0 of 1 bytes"));
+  }
+  {
+    RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+    ASSERT_NE(p.worker, nullptr);
+    p.trainer.reset();
+    // More than the ring holds: the worker must wait for room, and meets the closed end.
+    const std::string big(4 * kBulkRingMinBytes, 'y');
+    const Status lost = p.worker->Send({{reinterpret_cast<const uint8_t*>(big.data()), big.size()}});
+    EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(lost.message()), HasSubstr("the bulk data channel"));
+  }
+}
+
+// The local socket is in the abstract namespace, which belongs to the network namespace: a
+// trainer in another one (another machine, or a testbed host) cannot reach it, and takes
+// the TCP port instead.
+TEST(BulkChannelTest, TheLocalSocketIsOutOfReachFromAnotherNetworkNamespace) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  const std::string key = l->Expect();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(2);  // not allowed here: nothing to test
+    auto c = ConnectBulkLocal(l->local_name(), key, kBulkRingMinBytes);
+    _exit(c.ok() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no permission to make a network namespace";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a trainer in another network namespace reached the ring";
+  // From this one it does.
+  auto c = ConnectBulkLocal(l->local_name(), key, kBulkRingMinBytes);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(l->TakeWithin(key, 10), nullptr);
 }
 
 }  // namespace

@@ -368,18 +368,19 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
     // The bulk channel, when the trainer asks: chunks go on it once its connection arrives
     // (those before go on the stream, as without one).
     std::string bulk_key;
-    int bulk_fd = -1;
+    std::unique_ptr<BulkConnection> bulk_conn;
     if (o.bulk() && bulk_ != nullptr) {
       bulk_key = bulk_->Expect();
       op->set_bulk_port(static_cast<uint32_t>(bulk_->port()));
       op->set_bulk_key(bulk_key);
+      op->set_bulk_local(bulk_->local_name());
     }
     const auto end_bulk = [&] {
       if (bulk_key.empty()) return;
       bulk_->Forget(bulk_key);
       std::lock_guard<std::mutex> lock(call->mu);
-      if (bulk_fd >= 0) close(bulk_fd);
-      call->bulk_fd = bulk_fd = -1;
+      bulk_conn.reset();
+      call->bulk_fd = -1;
     };
     if (!stream->Write(reply)) {
       session->Cancel();
@@ -431,31 +432,32 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
       }
       const bool is_error = out.kind == WorkerOutput::Kind::kError;
       if (is_error) result = ToGrpc(out.error);
-      if (bulk_fd < 0 && !bulk_key.empty() && bulk_state.load() != 0) {
+      if (bulk_conn == nullptr && !bulk_key.empty() && bulk_state.load() != 0) {
         // Connected, its hello may still be on its way to the listener: wait for it (bounded;
         // without it, chunks stay on the stream). Not connected: the stream it is.
-        const int fd =
-            bulk_state.load() == 1 ? bulk_->TakeWithin(bulk_key, kBulkHelloTimeoutS) : -1;
-        if (fd < 0) {
+        std::unique_ptr<BulkConnection> c =
+            bulk_state.load() == 1 ? bulk_->TakeWithin(bulk_key, kBulkHelloTimeoutS) : nullptr;
+        if (c == nullptr) {
           bulk_->Forget(bulk_key);
           bulk_key.clear();
         }
         std::lock_guard<std::mutex> lock(call->mu);
-        call->bulk_fd = bulk_fd = fd;
+        bulk_conn = std::move(c);
+        call->bulk_fd = bulk_conn != nullptr ? bulk_conn->fd() : -1;
       }
       OutgoingMessage msg;
       ToOutgoing(out, &msg);
       // On the bulk channel: the chunk's message first, then its payload, so the trainer
       // knows whose bytes come next.
       std::string bulk_payload;
-      const bool via_bulk = bulk_fd >= 0 && out.kind == WorkerOutput::Kind::kChunk;
+      const bool via_bulk = bulk_conn != nullptr && out.kind == WorkerOutput::Kind::kChunk;
       if (via_bulk) MoveToBulk(&msg, &bulk_payload);
       if (!stream->Write(msg)) {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
         break;
       }
       if (via_bulk) {
-        if (Status sent = SendAll(bulk_fd, BulkPieces(msg, bulk_payload)); !sent.ok()) {
+        if (Status sent = bulk_conn->Send(BulkPieces(msg, bulk_payload)); !sent.ok()) {
           result = grpc::Status(grpc::StatusCode::CANCELLED,
                                 absl::StrCat("the trainer went away: ", sent.message()));
           break;
@@ -568,7 +570,8 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   // On the listen address's host; a gRPC target that is not host:port (unix:...) gets none.
   const std::optional<std::string> bulk_host = HostOfAddress(options.listen);
   if (options.bulk && !tls && bulk_host.has_value()) {
-    SLUICE_ASSIGN_OR_RETURN(bulk, BulkListener::Start(*bulk_host, options.bulk_port));
+    SLUICE_ASSIGN_OR_RETURN(
+        bulk, BulkListener::Start(*bulk_host, options.bulk_port, options.bulk_shared_memory));
   }
   server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token,
                                          std::max(1, options.max_pending_streams),

@@ -90,6 +90,9 @@ struct ServerOptions {
   // TLS: its payloads are not encrypted.
   bool bulk = true;
   int bulk_port = 0;
+  // With the bulk channel, a local socket too: a trainer on this machine (in this network
+  // namespace) takes its payloads through a shared-memory ring instead of TCP.
+  bool bulk_shared_memory = true;
   WorkerOptions worker;
 };
 

@@ -118,10 +118,12 @@ struct Case {
   int cut;
   ReadMode mode;
   Codec compression;
+  bool shared_memory;  // the bulk channel through the shared ring, else over TCP
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << "cut " << CutName(c.cut) << ", " << c.mode << ", " << c.compression;
+  *os << "cut " << CutName(c.cut) << ", " << c.mode << ", " << c.compression << ", "
+      << (c.shared_memory ? "shared memory" : "tcp");
 }
 
 class GrpcCutTest : public GrpcWorkerTest, public ::testing::WithParamInterface<Case> {};
@@ -133,8 +135,12 @@ TEST_P(GrpcCutTest, BitIdenticalToALocalRun) {
   ASSERT_NE(server, nullptr);
   SessionConfig session = Session(GetParam().cut, GetParam().mode);
   session.compression = GetParam().compression;
-  auto stream = RemoteStream::Open(Connect(*server), session);
+  ConnectOptions connect = Connect(*server);
+  connect.bulk_shared_memory = GetParam().shared_memory;
+  auto stream = RemoteStream::Open(connect, session);
   ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_TRUE((*stream)->bulk());
+  EXPECT_EQ((*stream)->bulk_shared_memory(), GetParam().shared_memory);
   EXPECT_EQ((*stream)->info().version, SluiceVersion());
   EXPECT_EQ((*stream)->info().threads, 2);
   EXPECT_THAT((*stream)->info().ops, ::testing::Contains("decode_jpeg"));
@@ -148,20 +154,27 @@ TEST_P(GrpcCutTest, BitIdenticalToALocalRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cuts, GrpcCutTest,
-    ::testing::Values(Case{2, ReadMode::kRemoteRead, Codec::kNone},
-                      Case{5, ReadMode::kRemoteRead, Codec::kLz4},
-                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kZstd},
-                      Case{3, ReadMode::kLocalRead, Codec::kNone},
-                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4}),
+    ::testing::Values(Case{2, ReadMode::kRemoteRead, Codec::kNone, true},
+                      Case{5, ReadMode::kRemoteRead, Codec::kLz4, true},
+                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kZstd, true},
+                      Case{3, ReadMode::kLocalRead, Codec::kNone, true},
+                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4, true},
+                      Case{2, ReadMode::kRemoteRead, Codec::kNone, false},
+                      Case{5, ReadMode::kRemoteRead, Codec::kLz4, false},
+                      Case{kCutAfterBatch, ReadMode::kRemoteRead, Codec::kZstd, false},
+                      Case{3, ReadMode::kLocalRead, Codec::kNone, false},
+                      Case{kCutAfterBatch, ReadMode::kLocalRead, Codec::kLz4, false}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return absl::StrCat("cut_", CutName(info.param.cut), "_", ReadModeName(info.param.mode), "_",
-                          CodecName(info.param.compression));
+                          CodecName(info.param.compression),
+                          info.param.shared_memory ? "_shm" : "_tcp");
     });
 
 // The payloads come on the bulk data channel (rpc/bulk_channel.h) when the worker offers it
 // and the trainer asks, every one of them (the trainer says it connected before its first
 // split), with the same elements as on the stream; a trainer that does not ask, and a
-// worker that does not offer, keep them on the stream.
+// worker that does not offer, keep them on the stream. On one machine the channel is the
+// shared-memory ring unless either side turns it off.
 TEST_F(GrpcWorkerTest, PayloadsComeOnTheBulkChannelWhereBothSidesTakeIt) {
   const std::vector<Element> want =
       test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, kCutAfterBatch);
@@ -174,23 +187,36 @@ TEST_F(GrpcWorkerTest, PayloadsComeOnTheBulkChannelWhereBothSidesTakeIt) {
   auto no_bulk = StartServer(plain);
   ASSERT_NE(no_bulk, nullptr);
   EXPECT_EQ(no_bulk->bulk_port(), 0);
+  ServerOptions tcp_only;
+  tcp_only.bulk_shared_memory = false;
+  auto no_ring = StartServer(tcp_only);
+  ASSERT_NE(no_ring, nullptr);
   struct Way {
     GrpcWorkerServer* server;
     bool ask;
+    bool ask_ring;
     bool bulk;
+    bool ring;
   };
-  for (const Way& way : {Way{server.get(), true, true}, Way{server.get(), false, false},
-                         Way{no_bulk.get(), true, false}}) {
+  for (const Way& way : {Way{server.get(), true, true, true, true},
+                         Way{server.get(), true, false, true, false},
+                         Way{no_ring.get(), true, true, true, false},
+                         Way{server.get(), false, true, false, false},
+                         Way{no_bulk.get(), true, true, false, false}}) {
     SCOPED_TRACE(::testing::Message()
-                 << "offered " << (way.server == server.get()) << ", asked " << way.ask);
+                 << "offered " << (way.server != no_bulk.get()) << ", asked " << way.ask
+                 << ", ring offered " << (way.server == server.get()) << ", ring asked "
+                 << way.ask_ring);
     ConnectOptions connect = Connect(*way.server);
     connect.bulk = way.ask;
+    connect.bulk_shared_memory = way.ask_ring;
     auto stream = RemoteStream::Open(connect, Session(kCutAfterBatch));
     ASSERT_TRUE(stream.ok()) << stream.status();
     Collected c = Collect(**stream, SendEpoch(**stream, ReadMode::kRemoteRead));
     ASSERT_TRUE(c.failure.ok()) << c.failure;
     test::ExpectSameById(want, c.elements);
     EXPECT_EQ((*stream)->bulk(), way.bulk);
+    EXPECT_EQ((*stream)->bulk_shared_memory(), way.ring);
     if (way.bulk) {
       // Every payload: all but the chunks' headers.
       EXPECT_GT((*stream)->bulk_bytes_received(), 0.9 * (*stream)->bytes_received());

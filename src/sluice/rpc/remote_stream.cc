@@ -133,7 +133,6 @@ class GrpcRemoteStream final : public RemoteStream {
   ~GrpcRemoteStream() override {
     Cancel();
     if (reader_.joinable()) reader_.join();
-    if (bulk_fd_ >= 0) close(bulk_fd_);
   }
 
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
@@ -218,15 +217,23 @@ class GrpcRemoteStream final : public RemoteStream {
     // The bulk channel, where offered. Not reaching it is no failure: the worker sends on the
     // stream until a connection with the key arrives, so without one every chunk comes
     // there as it did without the channel.
+    // On the worker's machine (its local socket is reachable only from its network
+    // namespace), a shared-memory ring first; else TCP to its port.
     if (reply.opened().bulk_port() > 0 && reply.opened().bulk_key().size() == kBulkKeyBytes) {
-      if (std::optional<std::string> host = HostOfAddress(connect.address)) {
+      if (connect.bulk_shared_memory && !reply.opened().bulk_local().empty()) {
+        StatusOr<std::unique_ptr<BulkConnection>> local =
+            ConnectBulkLocal(reply.opened().bulk_local(), reply.opened().bulk_key());
+        if (local.ok()) bulk_ = *std::move(local);
+      }
+      std::optional<std::string> host = HostOfAddress(connect.address);
+      if (bulk_ == nullptr && host.has_value()) {
         StatusOr<int> fd = ConnectBulk(*host, static_cast<int>(reply.opened().bulk_port()),
                                        reply.opened().bulk_key());
-        if (fd.ok()) bulk_fd_ = *fd;
+        if (fd.ok()) bulk_ = std::make_unique<BulkConnection>(*fd);
       }
       // Before any split: the worker then knows, at its first chunk, where payloads go.
       proto::ClientMessage state;
-      state.mutable_bulk_state()->set_connected(bulk_fd_ >= 0);
+      state.mutable_bulk_state()->set_connected(bulk_ != nullptr);
       if (!stream_->Write(state)) {
         ctx_.TryCancel();
         return WorkerError(info_.address, stream_->Finish(), tls_);
@@ -298,12 +305,13 @@ class GrpcRemoteStream final : public RemoteStream {
       }
     }
     ctx_.TryCancel();
-    // A read blocked on the bulk channel returns (bulk_fd_ is set before the reader starts
+    // A read blocked on the bulk channel returns (bulk_ is set before the reader starts
     // and closed only after it ended).
-    if (bulk_fd_ >= 0) shutdown(bulk_fd_, SHUT_RDWR);
+    if (bulk_ != nullptr) bulk_->Shutdown();
   }
 
-  bool bulk() const override { return bulk_fd_ >= 0; }
+  bool bulk() const override { return bulk_ != nullptr; }
+  bool bulk_shared_memory() const override { return bulk_ != nullptr && bulk_->shared_memory(); }
   int64_t bulk_bytes_received() const override { return bulk_bytes_received_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t read_cpu_ns() const override { return read_cpu_ns_.load(); }
@@ -374,7 +382,7 @@ class GrpcRemoteStream final : public RemoteStream {
 
   // A chunk's payload of `n` bytes from the bulk channel, into a buffer of its own.
   Status ReadBulk(uint64_t n, std::shared_ptr<Buffer>* payload) {
-    if (bulk_fd_ < 0) {
+    if (bulk_ == nullptr) {
       return absl::DataLossError(absl::StrCat("worker ", info_.address,
                                               " sent a chunk's payload on a bulk data channel "
                                               "this stream did not connect"));
@@ -385,7 +393,7 @@ class GrpcRemoteStream final : public RemoteStream {
                                               "-byte message limit"));
     }
     *payload = Buffer::Allocate(n);
-    if (Status s = RecvAll(bulk_fd_, (*payload)->data(), n); !s.ok()) {
+    if (Status s = bulk_->Recv((*payload)->data(), n); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("worker ", info_.address, ": ", s.message()));
     }
     bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -520,7 +528,8 @@ class GrpcRemoteStream final : public RemoteStream {
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> read_cpu_ns_{0};
   std::atomic<int64_t> decode_cpu_ns_{0};
-  int bulk_fd_ = -1;  // the bulk data channel; set in Start, before the threads
+  // The bulk data channel; set in Start, before the threads.
+  std::unique_ptr<BulkConnection> bulk_;
   std::atomic<int64_t> bulk_bytes_received_{0};
   size_t max_receive_ = 0;  // the largest payload taken (0: no limit)
 

@@ -55,6 +55,9 @@ struct ConnectOptions {
   // Take the chunks' payloads on the worker's bulk data channel where it offers one
   // (rpc/bulk_channel.h); never asked for with TLS.
   bool bulk = true;
+  // On the worker's machine (its local socket is in this network namespace), through a
+  // shared-memory ring instead of TCP.
+  bool bulk_shared_memory = true;
 };
 
 // This process's id as a worker's client: random, drawn once per process, sent with GetInfo
@@ -203,6 +206,8 @@ class RemoteStream {
   virtual int64_t heartbeats_sent() const = 0;
   // Whether the payloads come on a bulk data channel (rpc/bulk_channel.h).
   virtual bool bulk() const { return false; }
+  // Whether that channel is a shared-memory ring (the worker on this machine).
+  virtual bool bulk_shared_memory() const { return false; }
   // Of bytes_received(), the payload bytes read from the bulk data channel.
   virtual int64_t bulk_bytes_received() const { return 0; }
 };

@@ -141,6 +141,7 @@ struct WorkerReport {
   // Its stream's payloads come on a bulk data channel (rpc/bulk_channel.h): now, or when it
   // last had a stream.
   bool bulk = false;
+  bool shared_memory = false;      // that channel is a shared-memory ring (a local worker)
   int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;

@@ -79,6 +79,7 @@ class RemoteLink {
     r.drains = drains_;
     r.draining = draining_;
     r.bulk = stream_ != nullptr ? stream_->bulk() : last_bulk_;
+    r.shared_memory = stream_ != nullptr ? stream_->bulk_shared_memory() : last_shared_memory_;
     r.hangs = hangs_;
     r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
@@ -176,6 +177,7 @@ class RemoteLink {
         past_read_cpu_ns_ += stream->read_cpu_ns();
         past_decode_cpu_ns_ += stream->decode_cpu_ns();
         last_bulk_ = stream->bulk();
+        last_shared_memory_ = stream->bulk_shared_memory();
         stream_.reset();
         connected_ = false;
         draining_ = false;
@@ -399,6 +401,7 @@ class RemoteLink {
   int64_t past_read_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t past_decode_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool last_bulk_ ABSL_GUARDED_BY(mu_) = false;  // the last stream's RemoteStream::bulk()
+  bool last_shared_memory_ ABSL_GUARDED_BY(mu_) = false;  // and bulk_shared_memory()
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
