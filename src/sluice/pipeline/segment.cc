@@ -15,22 +15,18 @@ BatchOptions BatchOptionsOf(const BatchSpec& batch) {
   return o;
 }
 
-namespace {
-
-// One BatchSlots per field of `schema` whose every dimension is known, for the context of
-// the op that produces it last.
-void AddBatchSlots(const Schema& schema, int64_t batch_size, ops::OpContext& context) {
+std::map<int, std::shared_ptr<BatchSlots>> BatchSlotsFor(const Schema& schema, int64_t batch_size) {
+  std::map<int, std::shared_ptr<BatchSlots>> slots;
   for (int i = 0; i < schema.size(); ++i) {
     const FieldSpec& field = schema.field(i);
     if (field.dtype == DType::kBytes) continue;  // byte strings are padded when batched
     if (std::find(field.shape.begin(), field.shape.end(), kUnknownDim) != field.shape.end()) {
       continue;
     }
-    context.batch_slots[i] = std::make_shared<BatchSlots>(field.dtype, field.shape, batch_size);
+    slots[i] = std::make_shared<BatchSlots>(field.dtype, field.shape, batch_size);
   }
+  return slots;
 }
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                     std::unique_ptr<Iterator> input,
@@ -45,7 +41,8 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     const int64_t slots_size =
         batching && spec.shuffle_buffer == 0 ? spec.batch.size : options.batch_slots_size;
     if (slots_size > 0 && (!mo.deterministic || mo.threads == 1)) {
-      AddBatchSlots(options.output_schema, slots_size, options.stages.back().context);
+      // For the context of the op that produces the output last.
+      options.stages.back().context.batch_slots = BatchSlotsFor(options.output_schema, slots_size);
     }
     mo.on_error = spec.options.on_error;
     mo.max_buffered_bytes = budget / 4;

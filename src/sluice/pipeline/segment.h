@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "sluice/core/batch_slots.h"
 #include "sluice/core/element.h"
 #include "sluice/core/status.h"
 #include "sluice/pipeline/batch.h"
@@ -56,6 +58,10 @@ BatchOptions BatchOptionsOf(const BatchSpec& batch);
 // last op writes the output fields whose shape the schema knows in full into their batch's
 // slots (core/batch_slots.h), counted in options.stats->batches_in_place; so does a segment
 // whose samples a batcher outside it takes as they come (options.batch_slots_size).
+// One BatchSlots (core/batch_slots.h) of `batch_size` per field of `schema` whose every
+// dimension is known (byte strings, which are padded when batched, have none), by field index.
+std::map<int, std::shared_ptr<BatchSlots>> BatchSlotsFor(const Schema& schema, int64_t batch_size);
+
 StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
                                                     std::unique_ptr<Iterator> input,
                                                     SegmentOptions options);

@@ -137,6 +137,7 @@ class GrpcRemoteStream final : public RemoteStream {
 
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
     if (!connect.token.empty()) ctx_.AddMetadata("authorization", "Bearer " + connect.token);
+    land_slots_ = session.land_slots;
     // Process with IncomingMessage as the read type (incoming_message.h); the bytes are the
     // generated stub's.
     stream_.reset(grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, IncomingMessage>::
@@ -400,6 +401,34 @@ class GrpcRemoteStream final : public RemoteStream {
     return absl::OkStatus();
   }
 
+  // A chunk's payload of `n` bytes on the bulk channel, each tensor read straight into its
+  // slot of the batch being assembled (SessionConfig::land_slots); nullopt (nothing read)
+  // where it cannot land so: no slots, a compressed or unusual payload, or a header that
+  // does not decode (ReadBulk and DecodeElements then take it, and say what is wrong).
+  std::optional<StatusOr<std::vector<Element>>> Land(const std::string& header, uint64_t n) {
+    if (land_slots_.empty() || bulk_ == nullptr || (max_receive_ > 0 && n > max_receive_)) {
+      return std::nullopt;
+    }
+    StatusOr<WireLayout> layout = DecodeLayout(header);
+    if (!layout.ok() || layout->raw_size != n || !LandsInPlace(*layout)) return std::nullopt;
+    StatusOr<std::vector<Element>> got = ReceiveElements(
+        *std::move(layout), [this](uint8_t* to, size_t size) { return bulk_->Recv(to, size); },
+        [this](int field, DType dtype, const Shape& shape) -> std::optional<Tensor> {
+          auto it = land_slots_.find(field);
+          if (it == land_slots_.end() || it->second->dtype() != dtype ||
+              it->second->shape() != shape) {
+            return std::nullopt;
+          }
+          return it->second->Take(dtype, shape);
+        });
+    if (!got.ok()) {
+      return StatusOr<std::vector<Element>>(absl::UnavailableError(
+          absl::StrCat("worker ", info_.address, ": ", got.status().message())));
+    }
+    bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    return got;
+  }
+
   void ReadLoop() {
     std::thread writer([this] { WriteLoop(); });
     pthread_setname_np(writer.native_handle(), "sluice-send");
@@ -412,7 +441,14 @@ class GrpcRemoteStream final : public RemoteStream {
       read_cpu_ns_.fetch_add(read_end - cpu, std::memory_order_relaxed);
       cpu = read_end;
       if (incoming.is_chunk) {
-        if (incoming.bulk_bytes > 0) {
+        std::optional<StatusOr<std::vector<Element>>> landed;
+        if (incoming.bulk_bytes > 0) landed = Land(incoming.header, incoming.bulk_bytes);
+        if (landed.has_value() && !landed->ok()) {
+          Fail(landed->status());
+          ctx_.TryCancel();
+          break;
+        }
+        if (incoming.bulk_bytes > 0 && !landed.has_value()) {
           if (Status got = ReadBulk(incoming.bulk_bytes, &incoming.payload); !got.ok()) {
             Fail(std::move(got));
             ctx_.TryCancel();
@@ -422,12 +458,20 @@ class GrpcRemoteStream final : public RemoteStream {
           read_cpu_ns_.fetch_add(bulk_end - cpu, std::memory_order_relaxed);
           cpu = bulk_end;
         }
+        if (landed.has_value()) {
+          const int64_t bulk_end = ThreadCpuNanos();
+          read_cpu_ns_.fetch_add(bulk_end - cpu, std::memory_order_relaxed);
+          cpu = bulk_end;
+        }
         StreamEvent e;
         e.kind = StreamEvent::Kind::kElements;
         e.split_id = incoming.split_id;
-        e.wire_bytes = incoming.header.size() + incoming.payload->size();
+        e.wire_bytes = incoming.header.size() +
+                       (landed.has_value() ? incoming.bulk_bytes : incoming.payload->size());
         bytes_received_.fetch_add(static_cast<int64_t>(e.wire_bytes));
-        auto decoded = DecodeElements(incoming.header, std::move(incoming.payload));
+        auto decoded = landed.has_value()
+                           ? *std::move(landed)
+                           : DecodeElements(incoming.header, std::move(incoming.payload));
         if (!decoded.ok()) {
           Fail(absl::DataLossError(absl::StrCat(
               "worker ", info_.address, " sent a bad chunk: ", decoded.status().message())));
@@ -530,6 +574,7 @@ class GrpcRemoteStream final : public RemoteStream {
   std::atomic<int64_t> decode_cpu_ns_{0};
   // The bulk data channel; set in Start, before the threads.
   std::unique_ptr<BulkConnection> bulk_;
+  std::map<int, std::shared_ptr<BatchSlots>> land_slots_;  // set in Start
   std::atomic<int64_t> bulk_bytes_received_{0};
   size_t max_receive_ = 0;  // the largest payload taken (0: no limit)
 

@@ -26,6 +26,7 @@
 #define SLUICE_RPC_REMOTE_STREAM_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/core/batch_slots.h"
 #include "sluice/core/element.h"
 #include "sluice/core/error_kind.h"
 #include "sluice/core/placement.h"
@@ -76,6 +78,10 @@ struct SessionConfig {
   size_t max_inflight_bytes = 64 << 20;  // flow-control window (credit)
   // The session's weight in the worker's division of its CPU between sessions (> 0).
   double weight = 1;
+  // Where received tensors land, by field index: a payload on the bulk channel is read
+  // straight into the next slot of the batch being assembled (core/batch_slots.h) for the
+  // fields given here, so batching it is no copy. Empty: into a buffer of its own.
+  std::map<int, std::shared_ptr<BatchSlots>> land_slots;
 };
 
 struct WorkerInfo {

@@ -244,9 +244,7 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header, std::stri
                         limits);
 }
 
-StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
-                                              std::shared_ptr<Buffer> payload,
-                                              const DecodeLimits& limits) {
+StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& limits) {
   Reader r(header);
   std::string_view magic;
   if (!r.Bytes(4, &magic, "magic")) return Truncated(r, "magic");
@@ -277,26 +275,13 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
                                 "-byte header"));
   }
 
-  // The payload buffer: the received bytes themselves when uncompressed (no copy).
-  std::shared_ptr<Buffer> buffer;
-  if (codec == Codec::kNone) {
-    if (payload->size() != raw_size) {
-      return Corrupt(
-          absl::StrCat("payload is ", payload->size(), " bytes, the header says ", raw_size));
-    }
-    buffer = std::move(payload);
-  } else {
-    buffer = Buffer::Allocate(raw_size);
-    const std::string_view compressed(reinterpret_cast<const char*>(payload->data()),
-                                      payload->size());
-    Status s = Decompress(codec, compressed, buffer->data(), raw_size);
-    if (!s.ok()) return absl::DataLossError(absl::StrCat("corrupt payload: ", s.message()));
-  }
-
-  std::vector<Element> elements;
-  elements.reserve(count);
+  WireLayout layout;
+  layout.codec = codec;
+  layout.raw_size = raw_size;
+  layout.elements.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
-    Element e;
+    ElementLayout el;
+    Element& e = el.meta;
     if (!ReadId(r, &e.id, "sample id")) return Truncated(r, "sample id");
     uint32_t origin_len;
     std::string_view origin;
@@ -326,7 +311,7 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
       return Corrupt(
           absl::StrCat("element ", i, ": tensor count ", tensors, " does not fit in the header"));
     }
-    e.tensors.reserve(tensors);
+    el.tensors.reserve(tensors);
     for (uint32_t t = 0; t < tensors; ++t) {
       uint8_t dtype_byte, rank;
       if (!r.U8(&dtype_byte, "dtype") || !r.U8(&rank, "rank")) return Truncated(r, "tensor");
@@ -377,13 +362,114 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
         return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": bytes [", offset, ", +",
                                     length, ") outside the ", raw_size, "-byte payload"));
       }
-      SLUICE_ASSIGN_OR_RETURN(Tensor tensor, Tensor::View(dtype, std::move(shape), buffer, offset));
+      el.tensors.push_back({dtype, std::move(shape), offset, length});
+    }
+    layout.elements.push_back(std::move(el));
+  }
+  if (r.remaining() != 0) {
+    return Corrupt(absl::StrCat(r.remaining(), " unexpected bytes after the last element"));
+  }
+  return layout;
+}
+
+StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
+                                              std::shared_ptr<Buffer> payload,
+                                              const DecodeLimits& limits) {
+  SLUICE_ASSIGN_OR_RETURN(WireLayout layout, DecodeLayout(header, limits));
+  // The payload buffer: the received bytes themselves when uncompressed (no copy).
+  std::shared_ptr<Buffer> buffer;
+  if (layout.codec == Codec::kNone) {
+    if (payload->size() != layout.raw_size) {
+      return Corrupt(absl::StrCat("payload is ", payload->size(), " bytes, the header says ",
+                                  layout.raw_size));
+    }
+    buffer = std::move(payload);
+  } else {
+    buffer = Buffer::Allocate(layout.raw_size);
+    const std::string_view compressed(reinterpret_cast<const char*>(payload->data()),
+                                      payload->size());
+    Status s = Decompress(layout.codec, compressed, buffer->data(), layout.raw_size);
+    if (!s.ok()) return absl::DataLossError(absl::StrCat("corrupt payload: ", s.message()));
+  }
+  std::vector<Element> elements;
+  elements.reserve(layout.elements.size());
+  for (ElementLayout& el : layout.elements) {
+    Element e = std::move(el.meta);
+    e.tensors.reserve(el.tensors.size());
+    for (TensorLayout& t : el.tensors) {
+      SLUICE_ASSIGN_OR_RETURN(Tensor tensor,
+                              Tensor::View(t.dtype, std::move(t.shape), buffer, t.offset));
       e.tensors.push_back(std::move(tensor));
     }
     elements.push_back(std::move(e));
   }
-  if (r.remaining() != 0) {
-    return Corrupt(absl::StrCat(r.remaining(), " unexpected bytes after the last element"));
+  return elements;
+}
+
+bool LandsInPlace(const WireLayout& layout) {
+  if (layout.codec != Codec::kNone) return false;
+  uint64_t end = 0;
+  for (const ElementLayout& el : layout.elements) {
+    for (const TensorLayout& t : el.tensors) {
+      if (t.offset < end || t.offset - end >= kWireAlignment) return false;
+      end = t.offset + t.length;
+    }
+  }
+  return layout.raw_size >= end && layout.raw_size - end < kWireAlignment;
+}
+
+StatusOr<std::vector<Element>> ReceiveElements(
+    WireLayout layout, const std::function<Status(uint8_t*, size_t)>& read,
+    const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place) {
+  // Where each tensor's bytes go: its slot, or a place in one buffer for the rest.
+  std::vector<std::vector<std::optional<Tensor>>> placed(layout.elements.size());
+  size_t rest_bytes = 0;
+  std::vector<std::vector<size_t>> rest_offset(layout.elements.size());
+  for (size_t i = 0; i < layout.elements.size(); ++i) {
+    const ElementLayout& el = layout.elements[i];
+    for (size_t t = 0; t < el.tensors.size(); ++t) {
+      const TensorLayout& tl = el.tensors[t];
+      std::optional<Tensor> slot = place(static_cast<int>(t), tl.dtype, tl.shape);
+      if (slot.has_value() && slot->nbytes() != tl.length) slot.reset();
+      placed[i].push_back(std::move(slot));
+      rest_offset[i].push_back(rest_bytes);
+      if (!placed[i].back().has_value()) {
+        rest_bytes += (tl.length + kWireAlignment - 1) / kWireAlignment * kWireAlignment;
+      }
+    }
+  }
+  std::shared_ptr<Buffer> rest = Buffer::Allocate(rest_bytes);
+  uint8_t padding[kWireAlignment];
+  uint64_t at = 0;
+  for (size_t i = 0; i < layout.elements.size(); ++i) {
+    const ElementLayout& el = layout.elements[i];
+    for (size_t t = 0; t < el.tensors.size(); ++t) {
+      const TensorLayout& tl = el.tensors[t];
+      if (tl.offset > at) SLUICE_RETURN_IF_ERROR(read(padding, tl.offset - at));
+      uint8_t* to =
+          placed[i][t].has_value() ? placed[i][t]->mutable_raw() : rest->data() + rest_offset[i][t];
+      if (tl.length > 0) SLUICE_RETURN_IF_ERROR(read(to, tl.length));
+      at = tl.offset + tl.length;
+    }
+  }
+  if (layout.raw_size > at) SLUICE_RETURN_IF_ERROR(read(padding, layout.raw_size - at));
+  std::vector<Element> elements;
+  elements.reserve(layout.elements.size());
+  for (size_t i = 0; i < layout.elements.size(); ++i) {
+    ElementLayout& el = layout.elements[i];
+    Element e = std::move(el.meta);
+    e.tensors.reserve(el.tensors.size());
+    for (size_t t = 0; t < el.tensors.size(); ++t) {
+      if (placed[i][t].has_value()) {
+        e.tensors.push_back(*std::move(placed[i][t]));
+        continue;
+      }
+      SLUICE_ASSIGN_OR_RETURN(
+          Tensor tensor, Tensor::View(el.tensors[t].dtype, std::move(el.tensors[t].shape), rest,
+                                      rest_offset[i][t]));
+      e.tensors.push_back(std::move(tensor));
+    }
+    elements.push_back(std::move(e));
   }
   return elements;
 }

@@ -22,7 +22,9 @@
 #define SLUICE_RPC_WIRE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +84,39 @@ struct DecodeLimits {
   // payload against a garbled header).
   size_t max_raw_payload_bytes = size_t{1} << 32;
 };
+
+// A group's header, validated: each element without its tensors, and where each tensor's
+// bytes lie in the (raw) payload.
+struct TensorLayout {
+  DType dtype = DType::kU8;
+  Shape shape;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+struct ElementLayout {
+  Element meta;  // id, origin, members, region; no tensors
+  std::vector<TensorLayout> tensors;
+};
+struct WireLayout {
+  Codec codec = Codec::kNone;
+  uint64_t raw_size = 0;
+  std::vector<ElementLayout> elements;
+};
+// DataLoss on any malformed header, as DecodeElements.
+StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& limits = {});
+
+// Whether ReceiveElements can take `layout`'s payload: uncompressed, its tensors in payload
+// order without overlapping, and nothing between or after them but alignment padding (what
+// an encoder writes; anything else is read whole and decoded as before).
+bool LandsInPlace(const WireLayout& layout);
+// Reads a payload that LandsInPlace with `read` (exactly n bytes into the pointer), each
+// tensor's bytes straight into where it will stay: the tensor `place` gives for its field
+// index, dtype and shape (a slot of the batch being assembled, core/batch_slots.h), else a
+// place in one buffer for the tensors it gives none. The padding is read and dropped. An
+// error of `read` is returned as it is.
+StatusOr<std::vector<Element>> ReceiveElements(
+    WireLayout layout, const std::function<Status(uint8_t*, size_t)>& read,
+    const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place);
 
 // Decodes a group. `payload` is consumed: uncompressed, it becomes the tensors' buffer;
 // compressed, it is decompressed into a fresh 64-byte aligned buffer. DataLoss on any

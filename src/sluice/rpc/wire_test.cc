@@ -1,6 +1,7 @@
 #include "sluice/rpc/wire.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,52 @@ TEST(WireTest, DecodedTensorsPointIntoTheReceivedPayload) {
   Tensor kept = (*decoded)[0].tensors[1];
   decoded->clear();
   EXPECT_TRUE(kept.Equals(elements[0].tensors[1]));
+}
+
+// A payload read straight into where its tensors stay (the receive path's landing in batch
+// slots): field 2's tensors into the tensors `place` hands out, the rest into one buffer. The
+// elements equal the decoded ones, every byte is read once and in order, and a read that
+// fails is the error returned. A compressed payload does not land so.
+TEST(WireTest, ReceivedTensorsLandWherePlacedAndEqualTheDecodedOnes) {
+  const std::vector<Element> elements = EveryDTypeAndRank();
+  auto encoded = EncodeElements(elements);
+  ASSERT_TRUE(encoded.ok());
+  auto layout = DecodeLayout(encoded->header);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_TRUE(LandsInPlace(*layout));
+  const std::string payload = encoded->payload;
+  size_t at = 0;
+  const auto read = [&](uint8_t* to, size_t n) -> Status {
+    if (n > payload.size() - at) return absl::UnavailableError("the payload ended");
+    std::memcpy(to, payload.data() + at, n);
+    at += n;
+    return absl::OkStatus();
+  };
+  std::vector<const uint8_t*> given;
+  const auto place = [&](int field, DType dtype, const Shape& shape) -> std::optional<Tensor> {
+    if (field != 2 || dtype == DType::kBytes) return std::nullopt;
+    Tensor t = Tensor::Empty(dtype, shape);
+    given.push_back(t.raw());
+    return t;
+  };
+  auto got = ReceiveElements(*layout, read, place);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(at, payload.size());
+  ExpectSameElements(elements, *got);
+  ASSERT_EQ(given.size(), elements.size() - 1);  // every dtype but bytes
+  for (size_t i = 0; i < given.size(); ++i) EXPECT_EQ((*got)[i].tensors[2].raw(), given[i]);
+
+  // The channel failing halfway: its error, as it is.
+  at = payload.size() / 2;
+  auto cut_short = ReceiveElements(*layout, read, place);
+  ASSERT_FALSE(cut_short.ok());
+  EXPECT_THAT(std::string(cut_short.status().message()), ::testing::HasSubstr("payload ended"));
+
+  auto compressed = EncodeElements(elements, Codec::kLz4);
+  ASSERT_TRUE(compressed.ok());
+  auto compressed_layout = DecodeLayout(compressed->header);
+  ASSERT_TRUE(compressed_layout.ok());
+  EXPECT_FALSE(LandsInPlace(*compressed_layout));
 }
 
 class WireCodecTest : public testing::TestWithParam<Codec> {};

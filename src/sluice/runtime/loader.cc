@@ -270,6 +270,17 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   d.session.compression = opt.codec;
   d.session.max_inflight_bytes = opt.max_inflight_bytes;
   d.session.weight = opt.session_weight;
+  // A cut at the pipeline's end leaves the batcher alone after the merge: then received
+  // samples land in their batch's slots as they are read, and the local prefix's last op
+  // writes into slots of its own, as all-local's does, so that batching either is no copy.
+  // Only where the batcher may take a buffer's members out of turn (no shuffle buffer, not
+  // deterministic: BatchOptions::order_free), which local and received samples mixed in one
+  // batch need.
+  const bool output_slots = !d.after_batch && d.prefix_end == num_ops && spec.batch.size > 0 &&
+                            spec.shuffle_buffer == 0 && !spec.options.deterministic;
+  if (output_slots) {
+    d.session.land_slots = pipeline::BatchSlotsFor(merged_schema, spec.batch.size);
+  }
   if (opt.read_mode == ReadMode::kLocalRead) {
     d.read_stage = pipeline::MakeStages(d.built, d.stats.get(), 0, 1);
   }
@@ -390,9 +401,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
     segment.shuffle_and_batch = false;  // the prefix feeds the merge, which orders
     segment.prefetch = false;
     segment.keep_order = false;
-    // After the batch cut the batcher stacks the local samples as the map delivers them:
-    // they are written into their batch's slots, as all-local's are.
-    if (d.after_batch) segment.batch_slots_size = spec.batch.size;
+    // After the batch cut the batcher stacks the local samples as the map delivers them, and
+    // at the pipeline's end the suffix's: they are written into their batch's slots, as
+    // all-local's are.
+    if (d.after_batch || output_slots) segment.batch_slots_size = spec.batch.size;
     SLUICE_ASSIGN_OR_RETURN(prefix, pipeline::AssembleSegment(spec, std::move(prefix),
                                                               std::move(segment)));
   }

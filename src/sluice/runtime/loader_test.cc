@@ -327,6 +327,45 @@ TEST_F(LoaderTest, AfterTheBatchCutOneThreadStacksEveryLocalBatchInItsSlots) {
   for (const std::string& w : Warnings()) ADD_FAILURE() << "unexpected warning: " << w;
 }
 
+// At the pipeline's end (nothing runs after the merge but the batcher) a payload on the
+// bulk channel lands in its batch's slots as it is read, through the shared-memory ring and
+// over TCP. With the worker alone (ratio 1, no spill-over) its one stream delivers in the
+// order the slots were taken, so every batch is stacked without a copy; mixed with local
+// samples (which write into slots of their own) every sample still arrives once, with the
+// bytes of the all-local run.
+TEST_F(LoaderTest, AtThePipelinesEndReceivedSamplesLandInTheirBatchSlots) {
+  auto worker = StartWorker();
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec = ImageSpec(glob_, /*deterministic=*/false);
+  const int end = static_cast<int>(spec.ops.size());
+  const std::map<SampleId, std::string> expected = ById(DrainLocal(spec));
+  for (const bool ring : {true, false}) {
+    for (const double ratio : {1.0, 0.5}) {
+      const std::string label = absl::StrCat(ring ? "shared memory" : "tcp", ", ratio ", ratio);
+      LoaderOptions plan = Plan({worker->address()}, end, ratio);
+      plan.workers[0].bulk_shared_memory = ring;
+      plan.spill_over = ratio < 1;
+      auto loader = Loader::Create(spec, plan);
+      ASSERT_TRUE(loader.ok()) << label << ": " << loader.status();
+      std::vector<Element> got;
+      Status s = Drain(**loader, &got);
+      ASSERT_TRUE(s.ok()) << label << ": " << s;
+      EXPECT_TRUE(ById(got) == expected) << label;
+      const LoaderReport report = (*loader)->Report();
+      ASSERT_EQ(report.workers.size(), 1u);
+      EXPECT_TRUE(report.workers[0].bulk) << label;
+      EXPECT_EQ(report.workers[0].shared_memory, ring) << label;
+      EXPECT_EQ(report.samples_out, kImages) << label;
+      EXPECT_EQ(report.duplicates_dropped, 0) << label;
+      if (ratio == 1.0) {
+        EXPECT_EQ(report.samples_local, 0) << label;
+        EXPECT_EQ(report.batches_in_place, kImages / spec.batch.size) << label;
+      }
+    }
+  }
+  for (const std::string& w : Warnings()) ADD_FAILURE() << "unexpected warning: " << w;
+}
+
 // The same images packed into tar shards in the order the files resolve: offloaded with
 // either read mode (the worker reads each member from the shard under its data root, or the
 // trainer reads and ships it), the run is bit-identical to the loose files' local run.
