@@ -454,11 +454,8 @@ class GrpcRemoteStream final : public RemoteStream {
             ctx_.TryCancel();
             break;
           }
-          const int64_t bulk_end = ThreadCpuNanos();
-          read_cpu_ns_.fetch_add(bulk_end - cpu, std::memory_order_relaxed);
-          cpu = bulk_end;
         }
-        if (landed.has_value()) {
+        if (incoming.bulk_bytes > 0) {  // landed or read whole: the channel's read
           const int64_t bulk_end = ThreadCpuNanos();
           read_cpu_ns_.fetch_add(bulk_end - cpu, std::memory_order_relaxed);
           cpu = bulk_end;
