@@ -213,13 +213,14 @@ Status BulkConnection::RingSend(const std::vector<BulkPiece>& pieces) {
 
 Status BulkConnection::RingRecv(uint8_t* out, size_t n) {
   size_t got = 0;
+  uint64_t unreported = 0;  // bytes read and not yet counted back to the worker
   while (got < n) {
     if (room_ == 0) {
       // All that was written is read: say so before waiting (the worker may be waiting for
       // room), then wait for more.
       Status s = absl::OkStatus();
-      if (unreported_ > 0) s = SendCount(unreported_);
-      unreported_ = 0;
+      if (unreported > 0) s = SendCount(unreported);
+      unreported = 0;
       uint64_t more = 0;
       if (s.ok()) s = ReadCounts(true, &more);
       if (s.code() == absl::StatusCode::kDataLoss) return s;
@@ -241,17 +242,13 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n) {
     std::memcpy(out + got, ring_ + pos_, c);
     pos_ = (pos_ + c) % ring_bytes_;
     room_ -= c;
-    unreported_ += c;
+    unreported += c;
     got += c;
   }
   // The room back at once: the worker takes it before its next payload without waiting.
-  if (unreported_ > 0) {
-    const uint64_t freed = unreported_;
-    unreported_ = 0;
-    // The payload is whole either way: a trainer whose worker went away meets it at the next
-    // read.
-    SendCount(freed).IgnoreError();
-  }
+  // The payload is whole either way: a trainer whose worker went away meets it at the next
+  // read.
+  if (unreported > 0) SendCount(unreported).IgnoreError();
   return absl::OkStatus();
 }
 

@@ -111,7 +111,6 @@ class BulkConnection {
   size_t ring_bytes_ = 0;
   size_t pos_ = 0;           // the next byte to write (sender) or to read (receiver)
   uint64_t room_ = 0;        // sender: bytes free to write; receiver: bytes written, unread
-  uint64_t unreported_ = 0;  // receiver: bytes read and not yet counted back to the sender
   uint8_t partial_[8] = {};  // the start of a count split between two reads
   size_t partial_size_ = 0;
 };
