@@ -1132,7 +1132,6 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   if (request.max_message_bytes > 0) {
     s.message_limit_ = std::min(s.message_limit_, request.max_message_bytes);
   }
-  s.chunk_bytes_ = std::max<size_t>(1, std::min(options_.chunk_bytes, s.message_limit_ / 2));
   s.metrics_interval_ns_ =
       std::max<int64_t>(1000000, static_cast<int64_t>(options_.metrics_interval_s * 1e9));
   s.next_metrics_ns_ = NowNanos() + s.metrics_interval_ns_;
@@ -1165,6 +1164,8 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
       s.max_input_bytes_ = left - s.window_;
       s.info_.max_inflight_bytes = s.window_;
     }
+    s.chunk_bytes_ =
+        std::max<size_t>(1, std::min({options_.chunk_bytes, s.message_limit_ / 2, s.window_ / 4}));
     s.reservation_ = s.window_ + s.max_input_bytes_;
     shared_->reserved += s.reservation_;
     ++shared_->open;

@@ -108,7 +108,13 @@ struct WorkerOptions {
   // at Open; a session that does not fit whole gets smaller ones (at least kMinReservation),
   // and one that does not fit at all is refused. 0: DefaultMemoryBudget().
   size_t max_total_bytes = 0;
-  size_t chunk_bytes = 1 << 20;          // target size of one chunk
+  // Target size of one chunk. Every chunk costs a message, a credit and a hand-off between
+  // threads on each side: with 1 MiB chunks (two 602 KB samples at the pipeline's end) those
+  // were 4 context switches per sample on each side and a fifth of the trainer's CPU per
+  // offloaded sample; 4 MiB makes them a quarter as many (docs/offload.md, "Chunk size").
+  // A session's chunk is also at most a quarter of its window, so that four are in flight
+  // while credit for the first comes back, and half its message limit.
+  size_t chunk_bytes = 4 << 20;
   double metrics_interval_s = 1.0;
   double read_limit_bytes_per_s = 0;  // > 0: a token bucket on read_file reads (read_limiter.h)
   const ops::Registry* registry = nullptr;  // null: ops::Registry::Builtin()

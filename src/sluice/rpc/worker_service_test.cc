@@ -566,6 +566,21 @@ TEST_F(WorkerServiceTest, RejectsElementsOverTheMessageLimit) {
   EXPECT_THAT(std::string(d.error.message()), HasSubstr("over the message limit of 8192"));
 }
 
+// A local_read split of `n` samples of 8 KiB (a path, a label, the bytes).
+std::vector<Element> EightKiBSamples(int n) {
+  std::vector<Element> split;
+  for (int i = 0; i < n; ++i) {
+    Element e;
+    e.id = {0, static_cast<uint64_t>(i)};
+    e.origin = "f.jpg";
+    e.tensors.push_back(Tensor::FromBytes("data/f.jpg"));
+    e.tensors.push_back(Tensor::Scalar(1));
+    e.tensors.push_back(Tensor::Zeros(DType::kBytes, {8192}));
+    split.push_back(std::move(e));
+  }
+  return split;
+}
+
 // Local_read with no remote ops: every output equals its input, 8 KiB + a small header.
 TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
   WorkerOptions options = Rooted();
@@ -578,18 +593,7 @@ TEST_F(WorkerServiceTest, FlowControlBoundsBufferedBytesWhenTheConsumerStalls) {
   ASSERT_TRUE(session.ok());
   EXPECT_EQ((*session)->info().max_inflight_bytes, window);
   const int total = 200;
-  std::vector<Element> split;
-  for (int i = 0; i < total; ++i) {
-    Element e;
-    e.id = {0, static_cast<uint64_t>(i)};
-    e.origin = "f.jpg";
-    e.tensors.push_back(Tensor::FromBytes("data/f.jpg"));
-    e.tensors.push_back(Tensor::FromBytes("L"));
-    e.tensors.back() = Tensor::Scalar(1);
-    e.tensors.push_back(Tensor::Zeros(DType::kBytes, {8192}));
-    split.push_back(std::move(e));
-  }
-  ASSERT_TRUE((*session)->AddSplit(0, std::move(split)).ok());
+  ASSERT_TRUE((*session)->AddSplit(0, EightKiBSamples(total)).ok());
   (*session)->CloseInput();
 
   // Take chunks without crediting them until nothing more comes.
@@ -632,6 +636,41 @@ TEST_F(WorkerServiceTest, SamplesOfASplitRunningOneAfterAnotherShareAChunk) {
   EXPECT_EQ(d.elements.size(), 16u);
   const auto chunks = std::count(d.kinds.begin(), d.kinds.end(), WorkerOutput::Kind::kChunk);
   EXPECT_EQ(chunks, 2) << "one chunk for each of the two splits of 8";
+}
+
+// A chunk is at most a quarter of the session's window (however large chunk_bytes is), so
+// that several are in flight while the credit for the first comes back. Without that bound
+// a split whose samples run one after another is held until the window is full and comes
+// as one chunk of the whole window.
+TEST_F(WorkerServiceTest, AChunkIsAtMostAQuarterOfTheWindow) {
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  options.chunk_bytes = 64 << 20;
+  WorkerService service(options);
+  OpenRequest request = Request(1, ReadMode::kLocalRead);
+  const size_t window = 256 << 10;
+  request.max_inflight_bytes = window;
+  auto session = service.OpenSession(request);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const int total = 64;
+  ASSERT_TRUE((*session)->AddSplit(0, EightKiBSamples(total)).ok());
+  (*session)->CloseInput();
+  std::vector<size_t> chunk_bytes;
+  size_t samples = 0;
+  while (true) {
+    WorkerOutput out;
+    const WorkerSession::Next next = (*session)->NextOutput(&out, 30000);
+    ASSERT_NE(next, WorkerSession::Next::kTimeout) << "nothing for 30 s";
+    if (next == WorkerSession::Next::kEnd) break;
+    if (out.kind != WorkerOutput::Kind::kChunk) continue;
+    samples += out.samples;
+    chunk_bytes.push_back(out.chunk.wire_bytes());
+    (*session)->AddCredit(out.chunk.wire_bytes());
+  }
+  EXPECT_EQ(samples, static_cast<size_t>(total));
+  // Flushed once a quarter of the window is pending: one sample over it at most.
+  for (size_t b : chunk_bytes) EXPECT_LE(b, window / 4 + 8192 + 512);
+  EXPECT_GE(chunk_bytes.size(), 8u);
 }
 TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
   WorkerOptions options = Rooted();
