@@ -445,12 +445,16 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         bulk_conn = std::move(c);
         call->bulk_fd = bulk_conn != nullptr ? bulk_conn->fd() : -1;
       }
+      // A chunk's send time (message and payload) sizes the next chunks to the way it went.
+      const bool chunk = out.kind == WorkerOutput::Kind::kChunk;
+      const size_t chunk_bytes = chunk ? out.chunk.wire_bytes() : 0;
+      const int64_t send_from = chunk ? NowNanos() : 0;
       OutgoingMessage msg;
       ToOutgoing(out, &msg);
       // On the bulk channel: the chunk's message first, then its payload, so the trainer
       // knows whose bytes come next.
       std::string bulk_payload;
-      const bool via_bulk = bulk_conn != nullptr && out.kind == WorkerOutput::Kind::kChunk;
+      const bool via_bulk = bulk_conn != nullptr && chunk;
       if (via_bulk) MoveToBulk(&msg, &bulk_payload);
       if (!stream->Write(msg)) {
         result = grpc::Status(grpc::StatusCode::CANCELLED, "the trainer went away");
@@ -463,6 +467,7 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
           break;
         }
       }
+      if (chunk) session->NoteChunkSent(chunk_bytes, (NowNanos() - send_from) / 1e9);
       if (is_error || out.kind == WorkerOutput::Kind::kDrained) {
         last_sent = true;
         break;

@@ -572,7 +572,7 @@ void WorkerSession::CollectFlushesLocked(uint64_t split_id, SplitState& split,
   // start could stall (the session may be out of credit, or another split's work is first);
   // one about to start adds to this chunk. A chunk per sample had cost the trainer a
   // message, a wake-up and a credit for every sample (docs/offload.md).
-  if (split.pending_estimate >= chunk_bytes_ || complete ||
+  if (split.pending_estimate >= chunk_target() || complete ||
       (split.running == 0 && !NextRunsSplitLocked(split_id))) {
     FlushJob job;
     job.split_id = split_id;
@@ -607,6 +607,22 @@ void WorkerSession::ResolveBatchLocked(uint64_t split_id, SplitState& split, siz
   }
 }
 
+void WorkerSession::NoteChunkSent(size_t bytes, double seconds) {
+  if (bytes == 0 || !(seconds > 0)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Smoothed over about four chunks: one send held up by the scheduler does not halve the
+  // next chunks, a link that stays slow shrinks them within a few.
+  const double s_per_byte = seconds / static_cast<double>(bytes);
+  send_s_per_byte_ =
+      send_s_per_byte_ > 0 ? 0.75 * send_s_per_byte_ + 0.25 * s_per_byte : s_per_byte;
+  const double carried = kChunkCrossingS / send_s_per_byte_;
+  const size_t floor = std::min(kMinChunkBytes, chunk_bytes_);
+  const size_t target = carried >= static_cast<double>(chunk_bytes_)
+                            ? chunk_bytes_
+                            : std::max(floor, static_cast<size_t>(carried));
+  chunk_target_.store(target, std::memory_order_relaxed);
+}
+
 void WorkerSession::Flush(FlushJob job) {
   // Encode outside the lock; split into several chunks if one would exceed the message limit.
   std::vector<WorkerOutput> chunks;
@@ -630,7 +646,7 @@ void WorkerSession::Flush(FlushJob job) {
       estimate += WireBytesUpperBound(job.elements[end]);
       ++end;
     } while (end < job.elements.size() && estimate + WireBytesUpperBound(job.elements[end]) <=
-                                              std::min(limit, chunk_bytes_ * 2));
+                                              std::min(limit, chunk_target() * 2));
     std::vector<Element> group(std::make_move_iterator(job.elements.begin() + begin),
                                std::make_move_iterator(job.elements.begin() + end));
     // Uncompressed chunks leave the tensor bytes where they are; the gRPC server sends them
@@ -1166,6 +1182,7 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
     }
     s.chunk_bytes_ =
         std::max<size_t>(1, std::min({options_.chunk_bytes, s.message_limit_ / 2, s.window_ / 4}));
+    s.chunk_target_.store(s.chunk_bytes_, std::memory_order_relaxed);
     s.reservation_ = s.window_ + s.max_input_bytes_;
     shared_->reserved += s.reservation_;
     ++shared_->open;

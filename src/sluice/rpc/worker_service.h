@@ -55,6 +55,7 @@
 #ifndef SLUICE_RPC_WORKER_SERVICE_H_
 #define SLUICE_RPC_WORKER_SERVICE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -239,6 +240,21 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   Status AddEncodedSplit(uint64_t split_id, std::string_view header, std::string payload);
   // The trainer consumed `bytes` of chunks (header + payload).
   void AddCredit(uint64_t bytes);
+  // The transport took `seconds` to send a chunk of `bytes` (its message and payload): the
+  // session's chunks become what the way to the trainer carries in kChunkCrossingS (its
+  // send time per byte smoothed over the last few chunks), between kMinChunkBytes and the
+  // session's chunk size. On a 50 Mbit link a 4 MiB chunk takes 0.7 s: a worker's
+  // deliveries in a trainer's one-second period would then come in one or two lumps, and
+  // its measured rate would swing by half from one period to the next.
+  void NoteChunkSent(size_t bytes, double seconds);
+  // The size at which a split's finished samples are flushed as a chunk now.
+  size_t chunk_target() const { return chunk_target_.load(std::memory_order_relaxed); }
+  // A fiftieth of the trainer's one-second measurement period: a link-bound worker sends
+  // at least 50 chunks in a period, so their granularity moves its count by 2% at most.
+  static constexpr double kChunkCrossingS = 0.02;
+  // A floor under which per-chunk costs (a message, a credit, a wake-up: tens of us) would
+  // matter again; a sample larger than it is still one chunk.
+  static constexpr size_t kMinChunkBytes = 64 << 10;
   // The trainer is alive and has nothing to send: renews the lease (as every call above does).
   void Heartbeat();
   // Called (once, from the service's lease thread) when the lease expired and the transport
@@ -387,11 +403,13 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   size_t window_ = 0;
   size_t max_input_bytes_ = 0;
   size_t message_limit_ = 0;
-  size_t chunk_bytes_ = 0;
+  size_t chunk_bytes_ = 0;  // the largest chunk: options, message limit and window
   int64_t metrics_interval_ns_ = 0;
+  std::atomic<size_t> chunk_target_{0};  // chunk_bytes_ until NoteChunkSent says otherwise
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  double send_s_per_byte_ ABSL_GUARDED_BY(mu_) = 0;  // NoteChunkSent's smoothed figure
   std::deque<WorkItem> work_ ABSL_GUARDED_BY(mu_);
   size_t input_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, SplitState> splits_ ABSL_GUARDED_BY(mu_);

@@ -566,6 +566,23 @@ TEST_F(WorkerServiceTest, RejectsElementsOverTheMessageLimit) {
   EXPECT_THAT(std::string(d.error.message()), HasSubstr("over the message limit of 8192"));
 }
 
+// Takes every output until the session ends, crediting each chunk: the chunks' sizes on the
+// wire, and their samples added to *samples.
+std::vector<size_t> ChunkSizes(WorkerSession& session, size_t* samples) {
+  std::vector<size_t> sizes;
+  while (true) {
+    WorkerOutput out;
+    const WorkerSession::Next next = session.NextOutput(&out, 30000);
+    if (next == WorkerSession::Next::kTimeout) ADD_FAILURE() << "nothing for 30 s";
+    if (next != WorkerSession::Next::kOutput) break;
+    if (out.kind != WorkerOutput::Kind::kChunk) continue;
+    *samples += out.samples;
+    sizes.push_back(out.chunk.wire_bytes());
+    session.AddCredit(out.chunk.wire_bytes());
+  }
+  return sizes;
+}
+
 // A local_read split of `n` samples of 8 KiB (a path, a label, the bytes).
 std::vector<Element> EightKiBSamples(int n) {
   std::vector<Element> split;
@@ -655,22 +672,44 @@ TEST_F(WorkerServiceTest, AChunkIsAtMostAQuarterOfTheWindow) {
   const int total = 64;
   ASSERT_TRUE((*session)->AddSplit(0, EightKiBSamples(total)).ok());
   (*session)->CloseInput();
-  std::vector<size_t> chunk_bytes;
   size_t samples = 0;
-  while (true) {
-    WorkerOutput out;
-    const WorkerSession::Next next = (*session)->NextOutput(&out, 30000);
-    ASSERT_NE(next, WorkerSession::Next::kTimeout) << "nothing for 30 s";
-    if (next == WorkerSession::Next::kEnd) break;
-    if (out.kind != WorkerOutput::Kind::kChunk) continue;
-    samples += out.samples;
-    chunk_bytes.push_back(out.chunk.wire_bytes());
-    (*session)->AddCredit(out.chunk.wire_bytes());
-  }
+  const std::vector<size_t> chunk_bytes = ChunkSizes(**session, &samples);
   EXPECT_EQ(samples, static_cast<size_t>(total));
   // Flushed once a quarter of the window is pending: one sample over it at most.
   for (size_t b : chunk_bytes) EXPECT_LE(b, window / 4 + 8192 + 512);
   EXPECT_GE(chunk_bytes.size(), 8u);
+}
+
+// A chunk that took long to send makes the next ones what the way to the trainer carries in
+// kChunkCrossingS (never under kMinChunkBytes); quick sends bring them back to the session's
+// chunk size.
+TEST_F(WorkerServiceTest, ChunksShrinkToWhatASlowLinkCarriesInAFiftiethOfASecond) {
+  WorkerOptions options = Rooted();
+  options.threads = 1;
+  options.chunk_bytes = 1 << 20;
+  WorkerService service(options);
+  auto session = service.OpenSession(Request(1, ReadMode::kLocalRead));
+  ASSERT_TRUE(session.ok()) << session.status();
+  WorkerSession& w = **session;
+  EXPECT_EQ(w.chunk_target(), size_t{1} << 20);
+  // 1 MiB in 0.1048576 s: 10 MB/s, so 200 KB in 20 ms.
+  w.NoteChunkSent(1 << 20, 0.1048576);
+  EXPECT_NEAR(static_cast<double>(w.chunk_target()), 200e3, 1);
+  ASSERT_TRUE(w.AddSplit(0, EightKiBSamples(64)).ok());
+  w.CloseInput();
+  size_t samples = 0;
+  const std::vector<size_t> chunk_bytes = ChunkSizes(w, &samples);
+  EXPECT_EQ(samples, 64u);
+  for (size_t b : chunk_bytes) EXPECT_LE(b, 200e3 + 8192 + 512);
+  EXPECT_GE(chunk_bytes.size(), 3u) << "64 samples of 8 KiB in chunks of 200 KB";
+  // Quick sends: back to the whole size within a few chunks, not at the first.
+  w.NoteChunkSent(1 << 20, 1e-4);
+  EXPECT_LT(w.chunk_target(), size_t{1} << 20);
+  for (int i = 0; i < 20; ++i) w.NoteChunkSent(1 << 20, 1e-4);
+  EXPECT_EQ(w.chunk_target(), size_t{1} << 20);
+  // A link slower than the floor: the floor.
+  for (int i = 0; i < 40; ++i) w.NoteChunkSent(1 << 20, 100.0);
+  EXPECT_EQ(w.chunk_target(), WorkerSession::kMinChunkBytes);
 }
 TEST_F(WorkerServiceTest, SendsMetricsPeriodically) {
   WorkerOptions options = Rooted();
