@@ -1,6 +1,6 @@
 #!/bin/sh
-# Interleaved rounds of the offload bench, the build before the shared ring (OLD) and with it
-# (NEW), alternating which goes first. Usage: ab.sh OLD NEW ROUNDS OUTDIR
+# Interleaved rounds of the offload bench, an earlier build (OLD) against a later one (NEW),
+# alternating which goes first. Usage: ab.sh OLD NEW ROUNDS OUTDIR
 set -e
 OLD=$1; NEW=$2; ROUNDS=$3; OUT=$4
 mkdir -p "$OUT"

@@ -81,6 +81,7 @@
 #include "sluice/pipeline/spec.h"
 #include "sluice/pipeline/split_groups.h"
 #include "sluice/pipeline/stats.h"
+#include "sluice/rpc/bulk_channel.h"
 #include "sluice/rpc/compress.h"
 #include "sluice/rpc/remote_stream.h"
 #include "sluice/rpc/wire.h"
@@ -109,13 +110,13 @@ struct WorkerOptions {
   // at Open; a session that does not fit whole gets smaller ones (at least kMinReservation),
   // and one that does not fit at all is refused. 0: DefaultMemoryBudget().
   size_t max_total_bytes = 0;
-  // Target size of one chunk. Every chunk costs a message, a credit and a hand-off between
-  // threads on each side: with 1 MiB chunks (two 602 KB samples at the pipeline's end) those
-  // were 4 context switches per sample on each side and a fifth of the trainer's CPU per
-  // offloaded sample; 4 MiB makes them a quarter as many (docs/offload.md, "Chunk size").
-  // A session's chunk is also at most a quarter of its window, so that four are in flight
+  // Target size of one chunk: half of what the way to the trainer holds ahead of it (the
+  // shared ring, sized to the TCP channel's buffers), so the worker writes one chunk while
+  // the trainer reads the other, and no smaller, because every chunk costs a message, a
+  // credit and hand-offs between threads on each side (docs/offload.md, "Chunk size"). A
+  // session's chunk is also at most a quarter of its window, so that four are in flight
   // while credit for the first comes back, and half its message limit.
-  size_t chunk_bytes = 4 << 20;
+  size_t chunk_bytes = kBulkRingBytes / 2;
   double metrics_interval_s = 1.0;
   double read_limit_bytes_per_s = 0;  // > 0: a token bucket on read_file reads (read_limiter.h)
   const ops::Registry* registry = nullptr;  // null: ops::Registry::Builtin()
@@ -252,9 +253,11 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // A fiftieth of the trainer's one-second measurement period: a link-bound worker sends
   // at least 50 chunks in a period, so their granularity moves its count by 2% at most.
   static constexpr double kChunkCrossingS = 0.02;
-  // A floor under which per-chunk costs (a message, a credit, a wake-up: tens of us) would
-  // matter again; a sample larger than it is still one chunk.
-  static constexpr size_t kMinChunkBytes = 64 << 10;
+  // How far one send held up (a trainer paused, a preempted thread) can shrink the chunks
+  // of a fast way while the smoothing recovers: the smallest write the shared ring takes.
+  // On a slow link the crossing time already bounds the per-chunk costs (at most 50 chunks a
+  // second); a sample larger than the floor is still one chunk.
+  static constexpr size_t kMinChunkBytes = kBulkRingMinBytes;
   // The trainer is alive and has nothing to send: renews the lease (as every call above does).
   void Heartbeat();
   // Called (once, from the service's lease thread) when the lease expired and the transport
