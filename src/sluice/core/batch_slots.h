@@ -39,6 +39,8 @@ class BatchSlots {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t batch_size() const { return batch_size_; }
+  // The bytes of one batch's buffer.
+  size_t buffer_bytes() const { return slot_bytes_ * static_cast<size_t>(batch_size_); }
 
  private:
   const DType dtype_;

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/copy.h"
 
 namespace sluice::rpc {
 namespace {
@@ -107,8 +108,8 @@ Status BulkConnection::Send(const std::vector<BulkPiece>& pieces) {
   return ring_ != nullptr ? RingSend(pieces) : SendAll(fd_, pieces);
 }
 
-Status BulkConnection::Recv(uint8_t* out, size_t n) {
-  return ring_ != nullptr ? RingRecv(out, n) : RecvAll(fd_, out, n);
+Status BulkConnection::Recv(uint8_t* out, size_t n, bool past_cache) {
+  return ring_ != nullptr ? RingRecv(out, n, past_cache) : RecvAll(fd_, out, n);
 }
 
 Status BulkConnection::SendCount(uint64_t n) {
@@ -211,7 +212,7 @@ Status BulkConnection::RingSend(const std::vector<BulkPiece>& pieces) {
   return absl::OkStatus();
 }
 
-Status BulkConnection::RingRecv(uint8_t* out, size_t n) {
+Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool past_cache) {
   size_t got = 0;
   uint64_t unreported = 0;  // bytes read and not yet counted back to the worker
   while (got < n) {
@@ -239,7 +240,11 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n) {
       continue;
     }
     const size_t c = std::min<size_t>({room_, n - got, ring_bytes_ - pos_});
-    std::memcpy(out + got, ring_ + pos_, c);
+    if (past_cache) {
+      CopyPastCache(out + got, ring_ + pos_, c);
+    } else {
+      std::memcpy(out + got, ring_ + pos_, c);
+    }
     pos_ = (pos_ + c) % ring_bytes_;
     room_ -= c;
     unreported += c;

@@ -94,14 +94,16 @@ class BulkConnection {
   // Writes every byte of `pieces`. An error says the peer went away and why.
   Status Send(const std::vector<BulkPiece>& pieces);
   // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed,
-  // or (a ring) that the peer's counts broke the ring's bounds.
-  Status Recv(uint8_t* out, size_t n);
+  // or (a ring) that the peer's counts broke the ring's bounds. `past_cache`: `out` is not
+  // read before it has left the cache (core/copy.h); a ring then copies past the cache (on
+  // TCP the kernel does the copy, as it does).
+  Status Recv(uint8_t* out, size_t n, bool past_cache = false);
   // A Send or Recv blocked on the peer returns with an error.
   void Shutdown();
 
  private:
   Status RingSend(const std::vector<BulkPiece>& pieces);
-  Status RingRecv(uint8_t* out, size_t n);
+  Status RingRecv(uint8_t* out, size_t n, bool past_cache);
   // Adds the counts the peer sent to `*sum`: those already queued, or (`wait`) at least one.
   Status ReadCounts(bool wait, uint64_t* sum);
   Status SendCount(uint64_t n);

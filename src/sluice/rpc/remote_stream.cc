@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "sluice/core/clock.h"
+#include "sluice/core/copy.h"
 #include "sluice/rpc/bulk_channel.h"
 #include "sluice/rpc/credit.h"
 #include "sluice/rpc/grpc_worker_server.h"
@@ -138,6 +139,11 @@ class GrpcRemoteStream final : public RemoteStream {
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
     if (!connect.token.empty()) ctx_.AddMetadata("authorization", "Bearer " + connect.token);
     land_slots_ = session.land_slots;
+    // A slot is read once its batch is whole: past the cache when that batch cannot stay in
+    // it (core/copy.h).
+    for (const auto& [field, slots] : land_slots_) {
+      land_past_cache_ |= CopyPastCacheFor(slots->buffer_bytes());
+    }
     // Process with IncomingMessage as the read type (incoming_message.h); the bytes are the
     // generated stub's.
     stream_.reset(grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, IncomingMessage>::
@@ -394,7 +400,9 @@ class GrpcRemoteStream final : public RemoteStream {
                                               "-byte message limit"));
     }
     *payload = Buffer::Allocate(n);
-    if (Status s = bulk_->Recv((*payload)->data(), n); !s.ok()) {
+    // A payload is handed on once whole: one larger than the cache (a batch) has left it by
+    // then (core/copy.h).
+    if (Status s = bulk_->Recv((*payload)->data(), n, CopyPastCacheFor(n)); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("worker ", info_.address, ": ", s.message()));
     }
     bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -412,7 +420,10 @@ class GrpcRemoteStream final : public RemoteStream {
     StatusOr<WireLayout> layout = DecodeLayout(header);
     if (!layout.ok() || layout->raw_size != n || !LandsInPlace(*layout)) return std::nullopt;
     StatusOr<std::vector<Element>> got = ReceiveElements(
-        *std::move(layout), [this](uint8_t* to, size_t size) { return bulk_->Recv(to, size); },
+        *std::move(layout),
+        [this](uint8_t* to, size_t size, bool slot) {
+          return bulk_->Recv(to, size, slot && land_past_cache_);
+        },
         [this](int field, DType dtype, const Shape& shape) -> std::optional<Tensor> {
           auto it = land_slots_.find(field);
           if (it == land_slots_.end() || it->second->dtype() != dtype ||
@@ -572,6 +583,7 @@ class GrpcRemoteStream final : public RemoteStream {
   // The bulk data channel; set in Start, before the threads.
   std::unique_ptr<BulkConnection> bulk_;
   std::map<int, std::shared_ptr<BatchSlots>> land_slots_;  // set in Start
+  bool land_past_cache_ = false;  // set in Start: a slot's batch is larger than the cache
   std::atomic<int64_t> bulk_bytes_received_{0};
   size_t max_receive_ = 0;  // the largest payload taken (0: no limit)
 

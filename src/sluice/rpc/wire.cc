@@ -419,7 +419,7 @@ bool LandsInPlace(const WireLayout& layout) {
 }
 
 StatusOr<std::vector<Element>> ReceiveElements(
-    WireLayout layout, const std::function<Status(uint8_t*, size_t)>& read,
+    WireLayout layout, const std::function<Status(uint8_t*, size_t, bool)>& read,
     const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place) {
   // Where each tensor's bytes go: its slot, or a place in one buffer for the rest.
   std::vector<std::vector<std::optional<Tensor>>> placed(layout.elements.size());
@@ -445,14 +445,14 @@ StatusOr<std::vector<Element>> ReceiveElements(
     const ElementLayout& el = layout.elements[i];
     for (size_t t = 0; t < el.tensors.size(); ++t) {
       const TensorLayout& tl = el.tensors[t];
-      if (tl.offset > at) SLUICE_RETURN_IF_ERROR(read(padding, tl.offset - at));
-      uint8_t* to =
-          placed[i][t].has_value() ? placed[i][t]->mutable_raw() : rest->data() + rest_offset[i][t];
-      if (tl.length > 0) SLUICE_RETURN_IF_ERROR(read(to, tl.length));
+      if (tl.offset > at) SLUICE_RETURN_IF_ERROR(read(padding, tl.offset - at, false));
+      const bool slot = placed[i][t].has_value();
+      uint8_t* to = slot ? placed[i][t]->mutable_raw() : rest->data() + rest_offset[i][t];
+      if (tl.length > 0) SLUICE_RETURN_IF_ERROR(read(to, tl.length, slot));
       at = tl.offset + tl.length;
     }
   }
-  if (layout.raw_size > at) SLUICE_RETURN_IF_ERROR(read(padding, layout.raw_size - at));
+  if (layout.raw_size > at) SLUICE_RETURN_IF_ERROR(read(padding, layout.raw_size - at, false));
   std::vector<Element> elements;
   elements.reserve(layout.elements.size());
   for (size_t i = 0; i < layout.elements.size(); ++i) {

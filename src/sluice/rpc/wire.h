@@ -109,13 +109,14 @@ StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& l
 // order without overlapping, and nothing between or after them but alignment padding (what
 // an encoder writes; anything else is read whole and decoded as before).
 bool LandsInPlace(const WireLayout& layout);
-// Reads a payload that LandsInPlace with `read` (exactly n bytes into the pointer), each
+// Reads a payload that LandsInPlace with `read` (exactly n bytes into the pointer; the flag
+// says whether the pointer is a slot `place` gave), each
 // tensor's bytes straight into where it will stay: the tensor `place` gives for its field
 // index, dtype and shape (a slot of the batch being assembled, core/batch_slots.h), else a
 // place in one buffer for the tensors it gives none. The padding is read and dropped. An
 // error of `read` is returned as it is.
 StatusOr<std::vector<Element>> ReceiveElements(
-    WireLayout layout, const std::function<Status(uint8_t*, size_t)>& read,
+    WireLayout layout, const std::function<Status(uint8_t*, size_t, bool)>& read,
     const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place);
 
 // Decodes a group. `payload` is consumed: uncompressed, it becomes the tensors' buffer;

@@ -135,7 +135,9 @@ TEST(WireTest, ReceivedTensorsLandWherePlacedAndEqualTheDecodedOnes) {
   ASSERT_TRUE(LandsInPlace(*layout));
   const std::string payload = encoded->payload;
   size_t at = 0;
-  const auto read = [&](uint8_t* to, size_t n) -> Status {
+  std::vector<const uint8_t*> read_into_slots;  // where `read` was told it writes a slot
+  const auto read = [&](uint8_t* to, size_t n, bool slot) -> Status {
+    if (slot) read_into_slots.push_back(to);
     if (n > payload.size() - at) return absl::UnavailableError("the payload ended");
     std::memcpy(to, payload.data() + at, n);
     at += n;
@@ -154,6 +156,8 @@ TEST(WireTest, ReceivedTensorsLandWherePlacedAndEqualTheDecodedOnes) {
   ExpectSameElements(elements, *got);
   ASSERT_EQ(given.size(), elements.size() - 1);  // every dtype but bytes
   for (size_t i = 0; i < given.size(); ++i) EXPECT_EQ((*got)[i].tensors[2].raw(), given[i]);
+  // The reads into slots, and only those, say so (a ring copies them past the cache).
+  EXPECT_EQ(read_into_slots, given);
 
   // The channel failing halfway: its error, as it is.
   at = payload.size() / 2;
