@@ -10,7 +10,9 @@ against FastFlow:
             second plans from the metric store the first left, fastflow where its profiling
             fits, and the oracle sweep), one report per scenario;
   table     a Markdown table (one row per scenario) and the distribution of sluice/oracle
-            and sluice/fastflow, with a plot.
+            and sluice/fastflow, with a plot;
+  pool      the same ratios per scenario over several whole runs of one planner, their
+            rounds taken together.
 
 What is drawn, per scenario:
   - the pipeline: the standard image pipeline (half the draws) or one of the seven job
@@ -43,6 +45,7 @@ usage:
       [--results R] [--oracle-plan-from SWEPT_RESULTS --repeats N]
   /usr/bin/python3 bench/random_suite.py table DIR [--results R] [--plot OUT.png]
       [--reference EARLIER_RESULTS [--beside]]
+  /usr/bin/python3 bench/random_suite.py pool DIR --results R1,R2 --reference EARLIER_RESULTS
 The oracle's sweep takes minutes a scenario. `run --oracle-plan-from` runs the plan that won
 an earlier sweep beside `none` and `sluice` instead, all of them `--repeats` times
 interleaved, and `table --beside` judges sluice against the median of those runs: a ratio
@@ -307,13 +310,72 @@ MIN_RATE_GAP = 0.02
 ORACLE_LINE = 0.95
 
 
-def paired(sluice, other):
-    """The median of round-by-round ratios sluice[i] / other[i] (runs interleaved in rounds: a
-    round's runs are minutes apart, so the machine's drift between rounds cancels); None
-    without equal counts."""
+def round_ratios(sluice, other):
+    """The round-by-round ratios sluice[i] / other[i] (runs interleaved in rounds: a round's
+    runs are minutes apart, so the machine's drift between rounds cancels); none without
+    equal counts."""
     if not sluice or not other or len(sluice) != len(other):
-        return None
-    return statistics.median(s / o for s, o in zip(sluice, other))
+        return []
+    return [s / o for s, o in zip(sluice, other)]
+
+
+def beside_rounds(report, name, reference):
+    """For a report that ran the oracle's and FastFlow's plans beside the policies: their
+    rates (all-local's median where the plan is all-local; None where it did not run) and
+    sluice's round-by-round ratios to each (to the oracle: to all-local where all-local
+    measured at least the oracle's plan)."""
+    r = rates(report)
+    sluice, none_runs = r.get("sluice", []), r.get("none", [])
+    if not none_runs:
+        return None, None, [], []
+    none = statistics.median(none_runs)
+    oplan, fplan = oracle_plan(reference, name), fastflow_plan(reference, name)
+    o, f = beside_rate(report, oplan, none), beside_rate(report, fplan, none)
+    runs_of = lambda plan: none_runs if plan == "none" else plan_rates(report, plan)
+    to_oracle = round_ratios(sluice, none_runs if none >= o else runs_of(oplan)) \
+        if o is not None else []
+    to_fastflow = round_ratios(sluice, runs_of(fplan)) if f is not None else []
+    return o, f, to_oracle, to_fastflow
+
+
+def pool(args):
+    """sluice / oracle and sluice / FastFlow per scenario over several whole runs of the suite
+    (reports that ran the plans beside, as `table --beside`), the rounds of all of them taken
+    together: the median of every round's ratio. Pool only runs of the same planner code: a
+    scenario's rounds then sample one distribution, and six rounds pin its median better than
+    one run's three."""
+    with open(os.path.join(args.dir, "index.json")) as f:
+        index = json.load(f)
+    folders = [d for d in args.results.split(",") if d]
+    print("| scenario | rounds | sluice / oracle | sluice / FastFlow |")
+    print("|---|---|---|---|")
+    to_oracle_all, to_fastflow_all = [], []
+    for entry in index["scenarios"]:
+        to_oracle, to_fastflow = [], []
+        for folder in folders:
+            path = os.path.join(folder, entry["name"] + ".json")
+            if os.path.exists(path):
+                _, _, o, f = beside_rounds(json.load(open(path)), entry["name"], args.reference)
+                to_oracle += o
+                to_fastflow += f
+        mo = statistics.median(to_oracle) if to_oracle else None
+        mf = statistics.median(to_fastflow) if to_fastflow else None
+        if mo is not None:
+            to_oracle_all.append(mo)
+        if mf is not None:
+            to_fastflow_all.append(mf)
+        fmt = lambda v: f"{v:.3f}" if v is not None else "-"
+        print(f"| {entry['name']} | {len(to_oracle)} | {fmt(mo)} | {fmt(mf)} |")
+    print()
+    if to_oracle_all:
+        print(f"pooled sluice / oracle over {len(to_oracle_all)} scenarios: median "
+              f"{statistics.median(to_oracle_all):.3f}, min {min(to_oracle_all):.3f}, "
+              f">= {ORACLE_LINE} on {sum(v >= ORACLE_LINE for v in to_oracle_all)}, "
+              f">= 0.85 on {sum(v >= 0.85 for v in to_oracle_all)}")
+    if to_fastflow_all:
+        print(f"pooled sluice / fastflow over {len(to_fastflow_all)} scenarios: median "
+              f"{statistics.median(to_fastflow_all):.3f}, min {min(to_fastflow_all):.3f}, "
+              f">= 1 on {sum(v >= 1 for v in to_fastflow_all)}")
 
 
 def run_noise(report):
@@ -418,17 +480,13 @@ def table(args):
         if args.beside and "oracle" not in r and none:
             # The sweep's winning plan and FastFlow's run beside the others (`run
             # --oracle-plan-from`, `--fastflow-plan-from`): their medians, not carried rates.
-            oplan = oracle_plan(args.reference, entry["name"])
-            fplan = fastflow_plan(args.reference, entry["name"])
-            o = beside_rate(report, oplan, none)
-            f = beside_rate(report, fplan, none)
-            runs_of = lambda plan: r.get("none", []) if plan == "none" else plan_rates(report, plan)
+            o, f, to_oracle, to_fastflow = beside_rounds(report, entry["name"], args.reference)
             if o is not None:
                 oracle = max(o, none)
-                po = paired(sluice, r.get("none", []) if none >= o else runs_of(oplan))
+                po = statistics.median(to_oracle) if to_oracle else None
             if f is not None:
                 fast = f
-                pf = paired(sluice, runs_of(fplan))
+                pf = statistics.median(to_fastflow) if to_fastflow else None
         if po:
             paired_oracle.append(po)
             if po < ORACLE_LINE:
@@ -543,8 +601,15 @@ def main():
                         "--oracle-plan-from / --fastflow-plan-from with the --reference "
                         "folders): their medians, or all-local's where the plan is all-local, "
                         "are the oracle's and FastFlow's rates")
+    o = sub.add_parser("pool")
+    o.add_argument("dir")
+    o.add_argument("--results", required=True,
+                   help="folders (comma-separated) of whole runs with the plans beside, of the "
+                        "same planner code")
+    o.add_argument("--reference", required=True, help="as `table --reference`")
     args = p.parse_args()
-    {"calibrate": calibrate, "generate": generate, "run": run, "table": table}[args.command](args)
+    {"calibrate": calibrate, "generate": generate, "run": run, "table": table,
+     "pool": pool}[args.command](args)
 
 
 if __name__ == "__main__":
