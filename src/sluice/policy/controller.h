@@ -278,6 +278,12 @@ class Controller {
   const Tried* Find(const Plan& plan) const;
   Tried* Find(const Plan& plan);
   bool Differs(const RateStats& better, const RateStats& worse) const;
+  // Whether `better` (at least min_measured_periods periods) is faster than `worse` (at least
+  // one) beyond the noise of their periods, for a `worse` with too few periods to say its own
+  // spread: the two plans' periods are taken to share one spread (the machine's and the
+  // measurement's, not the plan's), estimated from both together (a pooled two-sample test),
+  // with Differs' noise_z and min_rate_gap.
+  bool ClearlyFasterPooled(const RateStats& better, const RateStats& worse) const;
   // A measured plan that beats the one in force (nullptr: none).
   const Tried* BetterMeasured();
   bool MeasuredWorse(const Plan& plan);

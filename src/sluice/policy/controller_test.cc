@@ -1073,6 +1073,59 @@ TEST(ControllerTest, AnOffloadThatWinsTheAllLocalCheckIsResumed) {
   EXPECT_TRUE(c.plan().offload);
 }
 
+// The check ends as soon as all-local measures clearly under the offload (a pooled test of
+// the two plans' periods: one spread, estimated from both), not after all its periods: while
+// it runs it costs what the offload delivers more. (A run of the randomized suite from the
+// store spent 5 s of its 12.5 on a check whose first all-local period was 17% under the
+// offload.) Within the noise it runs its periods; all-local measuring better also runs them
+// (it is then the better plan and costs nothing). Returns the time the check ended (-1: not
+// by t = 20), with its decision in `*end`: the offload's settled periods at `offload` times
+// all-local's reference, all-local's at `local`, period by period, the last repeated.
+int CheckEndFor(const std::vector<double>& offload, const std::vector<double>& local,
+                TimelineEntry* end) {
+  Controller c(StandardProfile());
+  c.Start(0, 555);
+  EXPECT_TRUE(c.plan().offload);
+  const double reference = std::max(555.0, c.plan().predicted_local_samples_per_s);
+  int t = 1;
+  for (; t < 12; ++t) {
+    const size_t i = std::min<size_t>(std::max(0, t - 3), offload.size() - 1);
+    const TimelineEntry e = c.Observe(OnPlan(c, t, 0.3, offload[i] * reference));
+    if (e.kind != DecisionKind::kKeep) {
+      EXPECT_THAT(e.reason, HasSubstr("as a check"));
+      break;
+    }
+  }
+  EXPECT_EQ(t, 5);  // settled at 3: three periods, 1% over on average
+  for (++t; t < 20; ++t) {
+    // All-local settles at 8.
+    const size_t i = std::min<size_t>(std::max(0, t - 8), local.size() - 1);
+    *end = c.Observe(OnPlan(c, t, 0.3, local[i] * reference));
+    if (end->kind != DecisionKind::kKeep) return t;
+  }
+  return -1;
+}
+
+TEST(ControllerTest, TheAllLocalCheckEndsOnceAllLocalMeasuresClearlyUnderTheOffload) {
+  const std::vector<double> offload = {1.03, 0.99, 1.01};  // a 2% spread
+  TimelineEntry e;
+  // 21% under at its first period, 2 standard errors (pooled) 4.6%: back to the offload.
+  EXPECT_EQ(CheckEndFor(offload, {0.80}, &e), 8);
+  EXPECT_EQ(e.kind, DecisionKind::kRollback);
+  EXPECT_THAT(e.reason, HasSubstr("clearly, after 1 of 3 periods"));
+  EXPECT_THAT(e.reason, HasSubstr("back to it"));
+  // 4% under: not at one period (4.6%), at two (3.0%).
+  EXPECT_EQ(CheckEndFor(offload, {0.97}, &e), 9);
+  EXPECT_THAT(e.reason, HasSubstr("clearly, after 2 of 3 periods"));
+  // 2.5% under, within the noise of two periods: all three, then back to the offload.
+  EXPECT_EQ(CheckEndFor(offload, {0.985}, &e), 10);
+  EXPECT_THAT(e.reason, HasSubstr("back to it"));
+  EXPECT_THAT(e.reason, Not(HasSubstr("clearly")));
+  // All-local clearly over the offload: all three periods, and it stays.
+  EXPECT_EQ(CheckEndFor(offload, {1.20}, &e), 10);
+  EXPECT_THAT(e.reason, HasSubstr("all-local stays"));
+}
+
 // After the offload won the check, a receive reading that makes every offload look
 // worthless to the model does not move the run to all-local: all-local was measured slower
 // here. (random-13 of the randomized suite: a cut=batch plan measured 14652 samples/s against
