@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "sluice/core/files.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -17,25 +21,19 @@ namespace sluice {
 
 namespace {
 
-// The first line of `path`, empty when it cannot be read.
-std::string FirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+// A sysfs value of `dir`, its line end stripped; empty when it cannot be read.
+std::string SysfsValue(const std::string& dir, const char* name) {
+  return std::string(absl::StripTrailingAsciiWhitespace(ReadFile(dir + "/" + name).value_or("")));
 }
 
-// "32768K", "1M", "512": bytes; 0 when it does not parse.
-size_t SizeBytes(const std::string& text) {
-  size_t value = 0, i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    value = value * 10 + static_cast<size_t>(text[i] - '0');
+// A cache's "size" ("32768K", "1M", "512"): bytes; 0 when it does not parse.
+size_t SizeBytes(absl::string_view text) {
+  size_t shift = 0;
+  for (const auto& [suffix, bits] : {std::pair{"K", 10}, std::pair{"M", 20}, std::pair{"G", 30}}) {
+    if (absl::ConsumeSuffix(&text, suffix)) shift = bits;
   }
-  if (i == 0) return 0;
-  if (i < text.size() && (text[i] == 'K' || text[i] == 'k')) return value << 10;
-  if (i < text.size() && (text[i] == 'M' || text[i] == 'm')) return value << 20;
-  if (i < text.size() && (text[i] == 'G' || text[i] == 'g')) return value << 30;
-  return value;
+  uint64_t value = 0;
+  return absl::SimpleAtoi(text, &value) ? static_cast<size_t>(value) << shift : 0;
 }
 
 }  // namespace
@@ -49,11 +47,12 @@ size_t LastLevelCacheBytes() {
     size_t best = 0;
     for (int i = 0; i < 16; ++i) {
       const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
-      const std::string type = FirstLine(dir + "/type");
+      const std::string type = SysfsValue(dir, "type");
       if (type.empty()) break;
       if (type != "Data" && type != "Unified") continue;
-      const int level = std::atoi(FirstLine(dir + "/level").c_str());
-      const size_t size = SizeBytes(FirstLine(dir + "/size"));
+      int level = 0;
+      if (!absl::SimpleAtoi(SysfsValue(dir, "level"), &level)) continue;
+      const size_t size = SizeBytes(SysfsValue(dir, "size"));
       if (level > best_level && size > 0) {
         best_level = level;
         best = size;

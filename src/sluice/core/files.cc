@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -39,6 +40,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents) {
         absl::StrCat("cannot rename '", tmp, "' to '", path, "': ", ec.message()));
   }
   return absl::OkStatus();
+}
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace sluice

@@ -1,8 +1,9 @@
 // Writing a file so that readers see all of it or none: a state file, an index, a readiness
-// file that another process polls for.
+// file that another process polls for. Reading a small file whole (a cgroup or sysfs value).
 #ifndef SLUICE_CORE_FILES_H_
 #define SLUICE_CORE_FILES_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,9 @@ namespace sluice {
 // never a part. On failure the temporary file is removed and the error names the file and
 // the system's reason (the caller adds what the file is for).
 Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// The whole of `path`; nullopt when it cannot be opened. For small files only.
+std::optional<std::string> ReadFile(const std::string& path);
 
 }  // namespace sluice
 

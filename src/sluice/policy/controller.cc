@@ -138,8 +138,11 @@ bool Controller::Differs(const RateStats& better, const RateStats& worse) const 
   }
   // A lower bound above another rate is evidence; another rate above a lower bound is not.
   if (worse.lower_bound) return false;
+  return Clears(better, worse, options_.noise_z * std::hypot(better.StdErr(), worse.StdErr()));
+}
+
+bool Controller::Clears(const RateStats& better, const RateStats& worse, double noise) const {
   const double gap = better.Mean() - worse.Mean();
-  const double noise = options_.noise_z * std::hypot(better.StdErr(), worse.StdErr());
   return gap > noise && gap > options_.min_rate_gap * better.Mean();
 }
 
@@ -149,9 +152,8 @@ bool Controller::ClearlyFasterPooled(const RateStats& better, const RateStats& w
   const double squares =
       std::pow(better.StdDev(), 2) * (better.n - 1) + std::pow(worse.StdDev(), 2) * (worse.n - 1);
   const double spread = std::sqrt(squares / dof);
-  const double noise = options_.noise_z * spread * std::sqrt(1.0 / better.n + 1.0 / worse.n);
-  const double gap = better.Mean() - worse.Mean();
-  return gap > noise && gap > options_.min_rate_gap * better.Mean();
+  return Clears(better, worse,
+                options_.noise_z * spread * std::sqrt(1.0 / better.n + 1.0 / worse.n));
 }
 
 const Controller::Tried* Controller::BetterMeasured() {

@@ -284,6 +284,9 @@ class Controller {
   // measurement's, not the plan's), estimated from both together (a pooled two-sample test),
   // with Differs' noise_z and min_rate_gap.
   bool ClearlyFasterPooled(const RateStats& better, const RateStats& worse) const;
+  // Both tests' last step: `better`'s mean over `worse`'s by more than `noise` and by
+  // min_rate_gap of `better`'s.
+  bool Clears(const RateStats& better, const RateStats& worse, double noise) const;
   // A measured plan that beats the one in force (nullptr: none).
   const Tried* BetterMeasured();
   bool MeasuredWorse(const Plan& plan);
