@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t at = 0;
     auto landed = sluice::rpc::ReceiveElements(
         *layout,
-        [&](uint8_t* to, size_t n) -> sluice::Status {
+        [&](uint8_t* to, size_t n, bool /*slot*/) -> sluice::Status {
           if (n > payload.size() - at) return absl::UnavailableError("payload ended");
           std::memcpy(to, payload.data() + at, n);
           at += n;
