@@ -1,15 +1,8 @@
 #!/bin/bash
 # The machine's CPU (/proc/stat) and the trainer's and worker's (their stat) over 4 s of steady state
 # of a testbed run. Usage: SCENARIO=long.yaml st.sh   (OUT, BIN, POL optional)
-BIN=${BIN:-build/bin/sluice}
-POL=${POL:-fixed:cut=4,ratio=1.0,read=remote,compress=none,spill=workers}
 OUT=${OUT:-/tmp/pf/st}
-mkdir -p $OUT; cd "$(dirname "$0")/../../.."
-$BIN bench ${SCENARIO:?a copy of bench/scenarios/image-7to21-fast-step.yaml with steps: 2000} --no-verify --policies $POL --json $OUT/r.json --work-dir /tmp/pf/work --data-dir /tmp/pf/data > $OUT/log 2>&1 &
-B=$!
-for i in $(seq 120); do P=$(pgrep -f "sluice train" | head -1); [ -n "$P" ] && break; sleep 0.5; done
-sleep 4
-W=$(pgrep -f "sluice worker" | head -1)
+. "$(dirname "$0")/testbed-run.sh"
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
 head -1 /proc/stat > $OUT/s0; p0=$(cpu $P); w0=$(cpu $W); sleep 4; head -1 /proc/stat > $OUT/s1; p1=$(cpu $P); w1=$(cpu $W)
 echo "trainer $(( (p1-p0) )) worker $(( (w1-w0) )) ticks (100/s) over 4 s"
