@@ -12,7 +12,7 @@ against FastFlow:
   table     a Markdown table (one row per scenario) and the distribution of sluice/oracle
             and sluice/fastflow, with a plot;
   pool      the same ratios per scenario over several whole runs of one planner, their
-            rounds taken together.
+            rounds taken together, and for each under a line whether it is beyond noise.
 
 What is drawn, per scenario:
   - the pipeline: the standard image pipeline (half the draws) or one of the seven job
@@ -350,20 +350,30 @@ def pool(args):
     print("| scenario | rounds | sluice / oracle | sluice / FastFlow |")
     print("|---|---|---|---|")
     to_oracle_all, to_fastflow_all = [], []
+    under_oracle, under_fastflow = [], []
     for entry in index["scenarios"]:
-        to_oracle, to_fastflow = [], []
+        to_oracle, to_fastflow, reports_of = [], [], []
         for folder in folders:
             path = os.path.join(folder, entry["name"] + ".json")
             if os.path.exists(path):
-                _, _, o, f = beside_rounds(json.load(open(path)), entry["name"], args.reference)
+                reports_of.append(json.load(open(path)))
+                _, _, o, f = beside_rounds(reports_of[-1], entry["name"], args.reference)
                 to_oracle += o
                 to_fastflow += f
         mo = statistics.median(to_oracle) if to_oracle else None
         mf = statistics.median(to_fastflow) if to_fastflow else None
         if mo is not None:
             to_oracle_all.append(mo)
+            if mo < ORACLE_LINE:
+                cv = run_noise(*reports_of)
+                under_oracle.append((entry["name"], mo, cv,
+                                     below_beyond_noise(mo, cv, len(to_oracle), ORACLE_LINE)))
         if mf is not None:
             to_fastflow_all.append(mf)
+            if mf < 1:
+                cv = run_noise(*reports_of)
+                under_fastflow.append((entry["name"], mf, cv,
+                                       below_beyond_noise(mf, cv, len(to_fastflow))))
         fmt = lambda v: f"{v:.3f}" if v is not None else "-"
         print(f"| {entry['name']} | {len(to_oracle)} | {fmt(mo)} | {fmt(mf)} |")
     print()
@@ -376,20 +386,25 @@ def pool(args):
         print(f"pooled sluice / fastflow over {len(to_fastflow_all)} scenarios: median "
               f"{statistics.median(to_fastflow_all):.3f}, min {min(to_fastflow_all):.3f}, "
               f">= 1 on {sum(v >= 1 for v in to_fastflow_all)}")
+    print_under(under_oracle, under_fastflow)
 
 
-def run_noise(report):
+def run_noise(*reports):
     """The run-to-run noise of one fixed policy in this scenario: the pooled coefficient of
     variation of the rates of every policy run more than once with no planner in the loop
-    (all-local and the replayed plans). None with under two degrees of freedom (runs beyond the
-    first of each policy)."""
-    groups = {}
-    for key, result in report.get("policies", {}).items():
-        base = key.split("#")[0]
-        if (base == "none" or base.startswith("fixed:")) and result.get("samples_per_s"):
-            groups.setdefault(base, []).append(result["samples_per_s"])
+    (all-local and the replayed plans), within each report (a whole run of the suite; several
+    are pooled by their degrees of freedom, as one run's policies are). None with under two
+    degrees of freedom (runs beyond the first of each policy)."""
+    groups = []
+    for report in reports:
+        of_report = {}
+        for key, result in report.get("policies", {}).items():
+            base = key.split("#")[0]
+            if (base == "none" or base.startswith("fixed:")) and result.get("samples_per_s"):
+                of_report.setdefault(base, []).append(result["samples_per_s"])
+        groups += of_report.values()
     sq, dof = 0.0, 0
-    for rates_of in groups.values():
+    for rates_of in groups:
         if len(rates_of) < 2:
             continue
         mean = statistics.mean(rates_of)
@@ -405,6 +420,20 @@ def below_beyond_noise(ratio, cv, n, line=1.0):
     if ratio is None or cv is None or n < 1:
         return None
     return ratio < line - max(MIN_RATE_GAP, NOISE_Z * 1.25 * math.sqrt(2) * cv / math.sqrt(n))
+
+
+def print_under(under_oracle, under_fastflow):
+    """One line per scenario under a line (ORACLE_LINE of the oracle, FastFlow): its paired
+    median, the run-to-run noise of a fixed plan there, and whether the shortfall is beyond
+    that noise (below_beyond_noise) or within it."""
+    for what, under in ((f"under {ORACLE_LINE} of the oracle", under_oracle),
+                        ("under fastflow", under_fastflow)):
+        for name, ratio, cv, beyond in under:
+            noise = f"{100 * cv:.1f}%" if cv is not None else "unknown"
+            verdict = {True: "below beyond noise", False: "within noise",
+                       None: "not judged"}[beyond]
+            print(f"{what}: {name} paired {ratio:.4f}, run-to-run noise of a fixed plan "
+                  f"{noise}: {verdict}")
 
 
 def sluice_runs(report):
@@ -526,14 +555,7 @@ def table(args):
         print(f"paired sluice / fastflow over {len(paired_fastflow)} scenarios: median "
               f"{statistics.median(paired_fastflow):.2f}, min {min(paired_fastflow):.2f}, "
               f">= 1 on {sum(v >= 1 for v in paired_fastflow)}")
-    for what, under in ((f"under {ORACLE_LINE} of the oracle", under_oracle),
-                        ("under fastflow", under_fastflow)):
-        for name, ratio, cv, beyond in under:
-            noise = f"{100 * cv:.1f}%" if cv is not None else "unknown"
-            verdict = {True: "below beyond noise", False: "within noise",
-                       None: "not judged"}[beyond]
-            print(f"{what}: {name} paired {ratio:.4f}, run-to-run noise of a fixed plan "
-                  f"{noise}: {verdict}")
+    print_under(under_oracle, under_fastflow)
     if plan_times:
         print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:
