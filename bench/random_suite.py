@@ -362,16 +362,15 @@ def pool(args):
                 to_fastflow += f
         mo = statistics.median(to_oracle) if to_oracle else None
         mf = statistics.median(to_fastflow) if to_fastflow else None
+        cv = run_noise(*reports_of)
         if mo is not None:
             to_oracle_all.append(mo)
             if mo < ORACLE_LINE:
-                cv = run_noise(*reports_of)
                 under_oracle.append((entry["name"], mo, cv,
                                      below_beyond_noise(mo, cv, len(to_oracle), ORACLE_LINE)))
         if mf is not None:
             to_fastflow_all.append(mf)
             if mf < 1:
-                cv = run_noise(*reports_of)
                 under_fastflow.append((entry["name"], mf, cv,
                                        below_beyond_noise(mf, cv, len(to_fastflow))))
         fmt = lambda v: f"{v:.3f}" if v is not None else "-"
