@@ -456,14 +456,6 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
       plan_.ratio < 1) {
     return Evaluate(profile, candidate, model);
   }
-  // A trainer held to its share still has the workers spill over: the planner sets their
-  // share under the model's by the trainer's error (HeldRatio), and they take the difference,
-  // so a held plan within that discount of the re-balanced optimum sustains the optimum.
-  if (!plan_.local_spill_over && plan_.ratio < 1) {
-    Evaluation best = Evaluate(profile, candidate, model);
-    const double low = HeldRatio(best.ratio(), options_.planner.held_share_trainer_error);
-    if (best.feasible && plan_.ratio <= best.ratio() && plan_.ratio >= low - 1e-9) return best;
-  }
   return EvaluateFixed(profile, candidate, plan_.ratio, plan_.worker_shares, model);
 }
 

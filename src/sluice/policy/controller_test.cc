@@ -69,32 +69,6 @@ TEST(ControllerTest, MeasurementsAsPredictedKeepThePlan) {
   EXPECT_EQ(c.timeline().size(), 1u);
 }
 
-// A held share set under the model's (HeldRatio) is taken up by the workers' spill-over: the
-// plan is predicted at the model's optimum, so workers delivering that optimum, more than
-// their share, measure as predicted. (A fixed-ratio prediction at the lowered share would be
-// over 12% under it here and re-fit the trainer.)
-TEST(ControllerTest, AHeldShareUnderTheModelsIsPredictedAtTheOptimumTheWorkersSpillInto) {
-  ControllerOptions o;
-  o.planner.held_share_trainer_error = 2;
-  Controller c(StandardProfile(), o);
-  c.Start(0);
-  PlannerOptions exact_options = ClosedLoopPlannerOptions();
-  exact_options.held_share_trainer_error = 0;
-  const Plan exact = PlanSluice(StandardProfile(), exact_options);
-  ASSERT_FALSE(c.plan().local_spill_over);
-  ASSERT_LT(c.plan().ratio, exact.ratio - 0.02);
-  ASSERT_NEAR(c.plan().predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
-  ASSERT_LT(EvaluateFixed(StandardProfile(), Candidate{c.plan().cut}, c.plan().ratio, {})
-                .predicted_samples_per_s,
-            0.88 * exact.predicted_samples_per_s);
-  for (int t = 1; t <= 60; ++t) {
-    Measurement m = OnPlan(c, t);
-    m.workers[0].delivered_samples_per_s = exact.ratio * m.samples_per_s;
-    EXPECT_EQ(c.Observe(m).kind, DecisionKind::kKeep) << t << " " << c.timeline().back().reason;
-  }
-  EXPECT_EQ(c.timeline().size(), 1u);
-}
-
 TEST(ControllerTest, ShortMismatchesDoNotRecalibrate) {
   Controller c(StandardProfile());
   c.Start(0);
@@ -167,12 +141,7 @@ TEST(ControllerTest, CooldownAfterAChange) {
 }
 
 TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
-  // The steps from the model's own ratio (the held share's discount, HeldRatio, is the
-  // planner's tests'): each step's fixed-ratio prediction then stays within the tolerance of
-  // the unchanged total until the second one.
-  ControllerOptions o;
-  o.planner.held_share_trainer_error = 0;
-  Controller c(StandardProfile(), o);
+  Controller c(StandardProfile());
   c.Start(0);
   const double r0 = c.plan().ratio;
   // The total stays what it was (a step that measured worse would be rolled back).

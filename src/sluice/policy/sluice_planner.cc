@@ -150,12 +150,6 @@ std::string RatioLine(const Evaluation& e, const PlannerOptions& options) {
 
 }  // namespace
 
-double HeldRatio(double model_ratio, double trainer_error) {
-  if (!(model_ratio > 0) || !(model_ratio < 1) || !(trainer_error > 0)) return model_ratio;
-  // ratio = W / (W + T): the same W against T x (1 + trainer_error).
-  return model_ratio / (model_ratio + (1 - model_ratio) * (1 + trainer_error));
-}
-
 double PredictedStallFraction(const Profile& profile) {
   const double demand = profile.consumer.DemandSamplesPerS();
   if (!(demand > 0) || demand >= kUnboundedRate) return 0;
@@ -253,22 +247,11 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
     // costs it more CPU than the receive it displaces: it keeps to the model's share, at any
     // ratio (PlannerOptions::strict_local_share_when_trainer_bound).
     plan.local_spill_over = false;
-    const double model_ratio = plan.ratio;
-    plan.ratio = HeldRatio(model_ratio, options.held_share_trainer_error);
-    for (double& share : plan.worker_shares) share *= plan.ratio / model_ratio;
     rounded = absl::StrFormat(
         "the trainer keeps to its %.0f%% (spill=workers): its CPU is the limit, and a local "
         "sample costs it %s against %s for an offloaded one",
         (1 - plan.ratio) * 100, FormatSeconds(e->trainer_cpu_s_per_local_sample),
         FormatSeconds(e->trainer_cpu_s_per_offloaded_sample));
-    if (plan.ratio < model_ratio) {
-      absl::StrAppendFormat(
-          &rounded,
-          "; the workers' share is %.3f, the model's %.3f with the trainer's rate %.0f%% "
-          "higher: they take more by spill-over, while a share they cannot keep holds the "
-          "trainer back",
-          plan.ratio, model_ratio, options.held_share_trainer_error * 100);
-    }
   } else if (plan.ratio >= options.full_offload_above && plan.ratio < options.full_offload_ratio) {
     const double to = options.full_offload_ratio;
     for (double& share : plan.worker_shares) share *= to / plan.ratio;

@@ -50,17 +50,6 @@ struct PlannerOptions {
   // streams late, which kept them at their split cap and fed the spill (unequal-workers, cut
   // 2 at 0.81: 2,239 samples/s with spill-over, 2,488 without; docs/policy.md, rule 4).
   bool strict_local_share_when_trainer_bound = true;
-  // A held share is set at the low end of the model's error: the ratio the model gives when
-  // the trainer's local rate is this fraction higher against the workers' (docs/policy.md,
-  // decision rule 4). Why one-sided: the workers still spill over, so a worker share set
-  // under what they can keep is taken up by them, while one set over it holds the trainer to
-  // a share it finishes early and then waits (random-17: ratio 0.32 held 2.5% under 0.28
-  // held and under 0.32 with spill-over, every round, the worker keeping ~0.30 of the samples
-  // at any ratio). The value is noise_z (2) standard deviations of the error of the trainer's
-  // all-local rate the plan is calibrated on: the start window read 0.06 (standard deviation)
-  // of all-local's steady rate over 144 runs of the randomized suite. The discount is
-  // r(1 - r) x this at most, so it vanishes towards full offload. 0: the model's ratio.
-  double held_share_trainer_error = 0.12;
   // Candidates not to pick, each with the reason shown for it in the candidate table
   // (the controller's: a shape an all-local check measured no faster than all-local).
   struct Excluded {
@@ -86,11 +75,6 @@ struct PlannerOptions {
 // REQUIRES: nothing; an invalid profile (ValidateProfile) gives a no-offload plan whose
 // explanation says what is wrong.
 Plan PlanSluice(const Profile& profile, const PlannerOptions& options = {});
-
-// The share of the workers in a plan that holds the trainer to its share: the model's ratio
-// W / (W + T) with the trainer's local rate T higher by `trainer_error` (a fraction), i.e.
-// r / (r + (1 - r)(1 + trainer_error)). The model's ratio where it is 0, 1 or the error 0.
-double HeldRatio(double model_ratio, double trainer_error);
 
 // The stall the model predicts for the all-local pipeline: max(0, 1 - all-local / demand).
 // `sluice plan` (nothing measured yet) puts it in consumer.stall_fraction.

@@ -142,9 +142,8 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
 
 // The standard profile's model ratio is 1428 / (1428 + 119) = 0.92, with the trainer's CPU
 // the limit (1428 offloaded samples at 0.55 ms take 79% of it): the plan keeps that ratio
-// at the low end of its error (1428 / (1428 + 119 x 1.12) = 0.915) and the trainer keeps to
-// its share (spill=workers), since each local sample costs it 1.8 ms against 0.55 ms for an
-// offloaded one.
+// and the trainer keeps to its share (spill=workers), since each local sample costs it
+// 1.8 ms against 0.55 ms for an offloaded one.
 TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   const Plan exact = PlanSluice(StandardProfile(), Exact());
   ASSERT_TRUE(exact.offload);
@@ -152,17 +151,10 @@ TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   const Plan plan = PlanSluice(StandardProfile());
   ASSERT_TRUE(plan.offload);
   EXPECT_EQ(plan.cut, exact.cut);
-  EXPECT_NEAR(plan.ratio, 1428.57 / (1428.57 + 119.05 * 1.12), 1e-3);
-  EXPECT_DOUBLE_EQ(plan.ratio, HeldRatio(exact.ratio, 0.12));
+  EXPECT_DOUBLE_EQ(plan.ratio, exact.ratio);
   EXPECT_FALSE(plan.local_spill_over);
-  EXPECT_NEAR(Sum(plan.worker_shares), plan.ratio, 1e-12);
-  EXPECT_THAT(plan.explanation, HasSubstr("the trainer keeps to its 9% (spill=workers)"));
-  EXPECT_THAT(plan.explanation,
-              HasSubstr("the workers' share is 0.915, the model's 0.923 with the trainer's rate "
-                        "12% higher"));
-  PlannerOptions model_ratio;
-  model_ratio.held_share_trainer_error = 0;
-  EXPECT_DOUBLE_EQ(PlanSluice(StandardProfile(), model_ratio).ratio, exact.ratio);
+  EXPECT_NEAR(Sum(plan.worker_shares), exact.ratio, 1e-12);
+  EXPECT_THAT(plan.explanation, HasSubstr("the trainer keeps to its 8% (spill=workers)"));
   EXPECT_THAT(plan.explanation, HasSubstr("1.80 ms against 550 us"));
   EXPECT_NEAR(plan.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
   EXPECT_THAT(plan.PolicyString(), ::testing::EndsWith(",spill=workers"));
@@ -197,41 +189,6 @@ TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShareAtAnyRatio) {
   PlannerOptions spill;
   spill.strict_local_share_when_trainer_bound = false;
   EXPECT_TRUE(PlanSluice(p, spill).local_spill_over);
-}
-
-// A held share errs low: the workers spill over into a share set under what they can keep,
-// while one over it holds the trainer to a share it finishes early (randomized suite,
-// random-17: ratio 0.32 held measured 2.5% under 0.28 held, the worker keeping ~0.30 at
-// either). The discount is the model's ratio with the trainer's rate 12% higher, W / (W +
-// 1.12 T): largest in the middle, nothing at the ends.
-TEST(SluicePlannerTest, AHeldShareIsTheModelsRatioAtTheLowEndOfTheTrainersError) {
-  EXPECT_NEAR(HeldRatio(0.32, 0.12), 0.32 / (0.32 + 0.68 * 1.12), 1e-12);  // 0.296
-  EXPECT_NEAR(HeldRatio(0.5, 0.12), 1 / 2.12, 1e-12);
-  EXPECT_GT(HeldRatio(0.95, 0.12), 0.944);
-  EXPECT_EQ(HeldRatio(1, 0.12), 1);
-  EXPECT_EQ(HeldRatio(0, 0.12), 0);
-  EXPECT_EQ(HeldRatio(0.4, 0), 0.4);
-  for (double r = 0.05; r < 1; r += 0.05) {
-    EXPECT_LT(HeldRatio(r, 0.12), r);
-    EXPECT_GE(HeldRatio(r, 0.12), r - 0.12 * r * (1 - r)) << r;
-  }
-  // In a plan with two workers each share takes the same discount, and the prediction stays
-  // the model's (the workers take the rest by spill-over).
-  Profile p = StandardProfile();
-  p.workers = {Worker("a:1", 0.25, 1.25e9), Worker("b:1", 0.5, 1.25e9)};
-  PlannerOptions model_ratio;
-  model_ratio.held_share_trainer_error = 0;
-  const Plan exact = PlanSluice(p, model_ratio);
-  const Plan plan = PlanSluice(p);
-  ASSERT_TRUE(plan.offload) << plan.explanation;
-  ASSERT_FALSE(plan.local_spill_over);
-  ASSERT_EQ(plan.worker_shares.size(), 2u);
-  EXPECT_LT(exact.ratio, 0.6);
-  EXPECT_NEAR(plan.ratio, HeldRatio(exact.ratio, 0.12), 1e-12);
-  EXPECT_NEAR(Sum(plan.worker_shares), plan.ratio, 1e-12);
-  EXPECT_NEAR(plan.worker_shares[1] / plan.worker_shares[0],
-              exact.worker_shares[1] / exact.worker_shares[0], 1e-9);
-  EXPECT_DOUBLE_EQ(plan.predicted_samples_per_s, exact.predicted_samples_per_s);
 }
 
 // Demand binds, not the trainer's CPU: a 3-CPU worker (2142 samples/s at cut 4) and demand
