@@ -316,6 +316,10 @@ class Controller {
   void Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out,
               const Beliefs* reading_before = nullptr);
   Evaluation PredictCurrent(const Profile& profile) const;
+  // The current plan's shape at another ratio, its worker shares scaled with it, no
+  // spill-over (EvaluateFixed).
+  Evaluation PredictAt(const Profile& profile, double ratio) const;
+  ModelOptions Model() const;  // the planner's options the model takes
   void Calibrate(const Measurement& m);
   // Whether the trainer used (about) all of its CPU budget over the measured period.
   bool TrainerSaturated(const Measurement& m) const;

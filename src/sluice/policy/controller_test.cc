@@ -174,6 +174,33 @@ TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
   EXPECT_GE(reverse_t - last_step_t, 10);
 }
 
+// random-17's shape: a trainer bound by its CPU and a worker at the capacity of its link.
+// When the trainer lags, the worker already takes what it leaves (it spills over); a larger
+// ratio would only lower the held trainer's cap, so no step is made towards the worker (in
+// 55 s runs such steps measured 6-9% under the plan they left and were rolled back).
+TEST(ControllerTest, NoStepTowardsWorkersAtCapacityWhenTheTrainerLags) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("w1:7070", 2.0, 150e6)};  // 250 samples/s of 600 KB: the link binds
+  const Plan planned = PlanSluice(p);
+  ASSERT_TRUE(planned.offload);
+  ASSERT_THAT(planned.explanation, HasSubstr("the workers take all they can (bound by link)"));
+  Controller c(p);
+  c.Start(0);
+  const double ratio = c.plan().ratio;
+  const double total = c.plan().predicted_samples_per_s;
+  // The worker delivers 20% over its share and the trainer the rest, with a 20% stall.
+  for (int t = 15; t <= 60; ++t) {
+    const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, 1.2, total));
+    EXPECT_EQ(e.kind, DecisionKind::kKeep) << t << ": " << e.reason;
+    if (t >= 25) {
+      EXPECT_THAT(e.reason, HasSubstr("the trainer lagging and the workers at capacity")) << t;
+    }
+  }
+  EXPECT_EQ(c.plan().ratio, ratio);
+  // (Where the model has room on them, SmallRatioStepsTowardsTheSideThatKeepsUp steps
+  // towards the workers when the trainer lags.)
+}
+
 TEST(ControllerTest, FlickeringStallMakesNoSteps) {
   Controller c(StandardProfile());
   c.Start(0);
