@@ -1037,6 +1037,12 @@ TimelineEntry Controller::Decide(const Measurement& m) {
   const double stall_line = plan_.offload ? options_.stall_high : options_.planner.stall_threshold;
   if (m.stall_fraction > stall_line) {
     stall_since_ = stall_since_.value_or(t);
+    if (stall_rates_.since != *stall_since_) stall_rates_ = StallRates{*stall_since_};
+    stall_rates_.total += m.samples_per_s;
+    for (const WorkerMeasurement& w : m.workers) {
+      stall_rates_.remote += w.delivered_samples_per_s;
+    }
+    ++stall_rates_.periods;
   } else {
     stall_since_.reset();
   }
@@ -1186,12 +1192,19 @@ TimelineEntry Controller::MaybeStepRatio(const Measurement& m) {
   if (!stall_since_ || t - *stall_since_ < options_.correction_interval_s) {
     return Record(t, DecisionKind::kKeep, "");
   }
-  const Evaluation cur = PredictCurrent(effective_profile());
+  // The two sides compared over the whole lasting stall, not one period: a period counts
+  // whole elements (a batch, after batching), and on random-17's 55 s runs one period's count
+  // of the worker's 4-5 batches a second had flipped the side that lags every 10 s.
+  double total = m.samples_per_s;
   double remote = 0;
   for (const WorkerMeasurement& wm : m.workers) remote += wm.delivered_samples_per_s;
-  const double local = std::max(0.0, m.samples_per_s - remote);
-  const double want_remote = plan_.ratio * m.samples_per_s;
-  const double want_local = (1 - plan_.ratio) * m.samples_per_s;
+  if (stall_rates_.since == *stall_since_ && stall_rates_.periods > 0) {
+    total = stall_rates_.total / stall_rates_.periods;
+    remote = stall_rates_.remote / stall_rates_.periods;
+  }
+  const double local = std::max(0.0, total - remote);
+  const double want_remote = plan_.ratio * total;
+  const double want_local = (1 - plan_.ratio) * total;
   const double remote_frac = want_remote > 0 ? remote / want_remote : 1;
   const double local_frac = want_local > 0 ? local / want_local : 1;
   const double step = std::min(options_.max_ratio_step, options_.ratio_gain * m.stall_fraction);

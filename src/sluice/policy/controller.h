@@ -338,6 +338,17 @@ class Controller {
   double last_change_t_ = 0;
   std::optional<double> mismatch_since_;
   std::optional<double> stall_since_;
+  // The rates over the lasting stall that began at `since` (== *stall_since_), which the
+  // ratio steps compare the two sides by (MaybeStepRatio): one period counts whole elements,
+  // so after batching its count of a worker's batches is off by up to one of the 4-5 a
+  // second a link-bound worker sends.
+  struct StallRates {
+    double since = -1;
+    double total = 0;   // sum over the periods of samples_per_s
+    double remote = 0;  // ... of the workers' delivered samples per second
+    int periods = 0;
+  };
+  StallRates stall_rates_;
   std::map<std::string, double> slow_since_;  // per worker
   std::optional<double> last_step_t_;
   int last_step_sign_ = 0;

@@ -201,6 +201,39 @@ TEST(ControllerTest, NoStepTowardsWorkersAtCapacityWhenTheTrainerLags) {
   // towards the workers when the trainer lags.)
 }
 
+// A period counts whole elements: after batching, a link-bound worker's 4-5 batches a second
+// read as 4 in one period and 5 in the next. The side that lags is judged over the lasting
+// stall, so counts that straddle the worker's share make no step (judged on the period at
+// hand, the 80% ones had stepped the ratio down and the 120% ones back up, every 10 s).
+TEST(ControllerTest, TheSideThatLagsIsJudgedOverTheLastingStallNotOnePeriod) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("w1:7070", 2.0, 36e6)};  // the link binds at about a third of the samples
+  for (const bool averaged : {true, false}) {
+    Controller c(p);
+    c.Start(0);
+    const double ratio = c.plan().ratio;
+    ASSERT_GT(ratio, 0.2);
+    ASSERT_LT(ratio, 0.4);
+    const double total = c.plan().predicted_samples_per_s;
+    for (int t = 15; t <= 80; ++t) {
+      // On share over any two periods; alone, a period is 10% under it or 10% over it. The
+      // second pass shows that the stall is acted on: its worker is 10% under in every period.
+      const double remote = averaged ? (t % 2 ? 0.9 : 1.1) : 0.9;
+      const TimelineEntry e = c.Observe(Skewed(c, t, 0.2, remote, total));
+      if (averaged) {
+        EXPECT_NE(e.kind, DecisionKind::kAdjustRatio) << t << ": " << e.reason;
+      }
+    }
+    if (averaged) {
+      EXPECT_EQ(c.plan().ratio, ratio);
+      EXPECT_EQ(Count(c, DecisionKind::kAdjustRatio), 0);
+    } else {
+      EXPECT_GE(Count(c, DecisionKind::kAdjustRatio), 1);
+      EXPECT_LT(c.plan().ratio, ratio);
+    }
+  }
+}
+
 TEST(ControllerTest, FlickeringStallMakesNoSteps) {
   Controller c(StandardProfile());
   c.Start(0);
