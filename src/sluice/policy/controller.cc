@@ -1212,7 +1212,7 @@ TimelineEntry Controller::MaybeStepRatio(const Measurement& m) {
   // ratio (the workers' capacity still carries their larger flow; a tie within rounding is
   // no loss). Where it has them at capacity they already take what the trainer leaves (they
   // spill over), and a larger ratio only lowers a held trainer's cap under what it was doing
-  // (random-17, 55 s runs: such steps measured 6-9% under the plan they left, and were
+  // (random-17, 55 s runs: such steps measured 6-12% under the plan they left, and were
   // rolled back).
   const Profile eff = effective_profile();
   const bool room = PredictAt(eff, std::min(1.0, plan_.ratio + step)).predicted_samples_per_s >=

@@ -177,7 +177,7 @@ TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
 // random-17's shape: a trainer bound by its CPU and a worker at the capacity of its link.
 // When the trainer lags, the worker already takes what it leaves (it spills over); a larger
 // ratio would only lower the held trainer's cap, so no step is made towards the worker (in
-// 55 s runs such steps measured 6-9% under the plan they left and were rolled back).
+// 55 s runs such steps measured 6-12% under the plan they left and were rolled back).
 TEST(ControllerTest, NoStepTowardsWorkersAtCapacityWhenTheTrainerLags) {
   Profile p = StandardProfile();
   p.workers = {Worker("w1:7070", 2.0, 150e6)};  // 250 samples/s of 600 KB: the link binds
