@@ -48,8 +48,9 @@ usage:
   /usr/bin/python3 bench/random_suite.py pool DIR --results R1,R2 --reference EARLIER_RESULTS
 The oracle's sweep takes minutes a scenario. `run --oracle-plan-from` runs the plan that won
 an earlier sweep beside `none` and `sluice` instead, all of them `--repeats` times
-interleaved, and `table --beside` judges sluice against the median of those runs: a ratio
-measured in the same minutes, not against a rate carried from another run. Its "paired"
+interleaved (every second round in reverse order), and `table --beside` judges sluice
+against the median of those runs: a ratio measured in the same minutes, not against a rate
+carried from another run. Its "paired"
 column is the median of round-by-round ratios (each sluice run against the oracle's or
 FastFlow's run of the same round, a minute apart), which the machine's drift between rounds
 does not move; the medians' ratio is kept beside it.
@@ -224,7 +225,7 @@ def run(args):
         work = os.path.join(args.work_dir, entry["name"])
         # The first sluice run must plan cold: no metric store left by an earlier attempt.
         shutil.rmtree(os.path.join(work, "metric-store"), ignore_errors=True)
-        policies = args.policies
+        policies = [p for p in args.policies.split(",") if p]
         if args.oracle_plan_from:
             plan = oracle_plan(args.oracle_plan_from, entry["name"])
             if plan is None:
@@ -232,12 +233,12 @@ def run(args):
                       f"{args.oracle_plan_from}: skipped", file=sys.stderr)
                 continue
             if plan != "none":
-                policies += "," + plan
+                policies.append(plan)
         if args.fastflow_plan_from:
             plan = fastflow_plan(args.fastflow_plan_from, entry["name"])
             if plan and plan != "none":
-                policies += "," + plan
-        policies = ",".join([policies] * args.repeats)
+                policies.append(plan)
+        policies = ",".join(interleaved(policies, args.repeats))
         cmd = [args.sluice, "bench", os.path.join(args.dir, entry["file"]),
                "--policies", policies, "--json", report, "--work-dir", work,
                "--run-timeout", str(args.run_timeout)]
@@ -256,6 +257,14 @@ def reports(folders, name):
         path = os.path.join(folder, name + ".json")
         if os.path.exists(path):
             yield json.load(open(path))
+
+
+def interleaved(policies, repeats):
+    """`repeats` rounds of the list `policies` (a fixed plan's string has commas of its own,
+    so each is kept whole), every second round in reverse order (A B, B A, A B, ...): a drift
+    within a round then falls on each policy alike, where one fixed order had always put
+    `sluice` right after `none` and FastFlow's plan last."""
+    return [p for i in range(repeats) for p in (policies if i % 2 == 0 else policies[::-1])]
 
 
 def oracle_plan(folders, name):
