@@ -1111,6 +1111,10 @@ std::optional<TimelineEntry> Controller::MaybeSpillOver(const Measurement& m) {
   // workers' samples. The same plan with spill-over lets it take what they leave. A trial: it
   // is measured like any plan and rolled back if the held share measures better (rule 7), and
   // it runs at most once per placement in a world (the held one's periods stay measured).
+  // Idle means the CPU the trainer left unused is beyond the noise of its periods' readings
+  // (noise_z standard errors) and at least min_rate_gap of its budget: at best that much more
+  // of the trainer's part of the rate, and a smaller gain is one the trial's own measurement
+  // could not resolve. A trainer at its quota reads 99.3-99.8% (docs/policy.md).
   if (!plan_.offload || plan_.local_spill_over || !(plan_.ratio < 1) ||
       checking_against_.has_value() || current_ >= tried_.size()) {
     return std::nullopt;
@@ -1120,9 +1124,9 @@ std::optional<TimelineEntry> Controller::MaybeSpillOver(const Measurement& m) {
   if (cur.rate.n < n || cur.trainer_busy.n < n) return std::nullopt;
   const double busy = cur.trainer_busy.Mean();
   const double stall = cur.stall.Mean();
-  if (!(stall > options_.stall_high) || !(busy < 1 - options_.mismatch_tolerance)) {
-    return std::nullopt;
-  }
+  const double idle_needed =
+      std::max(options_.min_rate_gap, options_.noise_z * cur.trainer_busy.StdErr());
+  if (!(stall > options_.stall_high) || !(1 - busy > idle_needed)) return std::nullopt;
   Plan next = plan_;
   next.local_spill_over = true;
   const Tried* known = Find(next);

@@ -1354,13 +1354,39 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   }
   EXPECT_EQ(Count(c, DecisionKind::kTrial), 1);
 
-  // A trainer that used its CPU, or whose CPU was not measured, is not idle: no trial.
-  for (const double busy : {0.95, 0.0}) {
+  // A trainer that used its CPU (a process at its quota reads 99.3-99.8% of it), or whose CPU
+  // was not measured, is not idle: no trial.
+  for (const double busy : {0.99, 0.0}) {
     Controller full(StandardProfile());
     full.Start(0, 555);
     for (int u = 1; u <= 14; ++u) {
       EXPECT_EQ(full.Observe(StalledPeriod(full, u, good, busy)).kind, DecisionKind::kKeep)
           << busy << " " << u;
+    }
+  }
+  // 5% of its CPU unused, read steadily, is idle (more than min_rate_gap, beyond the readings'
+  // noise): the trial, at the third settled period as at 60%.
+  {
+    Controller idle(StandardProfile());
+    idle.Start(0, 555);
+    int u = 1;
+    for (; u <= 10; ++u) {
+      e = idle.Observe(StalledPeriod(idle, u, good, 0.95));
+      if (e.kind != DecisionKind::kKeep) break;
+    }
+    ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
+    EXPECT_EQ(u, 5);
+    EXPECT_THAT(e.reason, HasSubstr("used 95.0% of its CPU"));
+  }
+  // The same mean read as 100% and 85% by turns is within the readings' noise: no trial while
+  // noise_z standard errors of them cover the CPU left unused (five periods here: at the
+  // fifth, 94% used against 7.3% of noise).
+  {
+    Controller noisy(StandardProfile());
+    noisy.Start(0, 555);
+    for (int u = 1; u <= 7; ++u) {
+      const double busy = u % 2 == 1 ? 1.0 : 0.85;
+      EXPECT_EQ(noisy.Observe(StalledPeriod(noisy, u, good, busy)).kind, DecisionKind::kKeep) << u;
     }
   }
 
@@ -1436,13 +1462,13 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   Controller busy(StandardProfile());
   busy.Start(0, 555);
   for (t = 1; t <= 10; ++t) {
-    e = busy.Observe(StalledPeriod(busy, t, reference, 0.95));
+    e = busy.Observe(StalledPeriod(busy, t, reference, 0.99));
     if (e.kind != DecisionKind::kKeep) break;
   }
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 5);
   EXPECT_THAT(e.reason, HasSubstr("as a check"));
-  EXPECT_THAT(e.reason, HasSubstr("the trainer using 95.0% of its CPU"));
+  EXPECT_THAT(e.reason, HasSubstr("the trainer using 99.0% of its CPU"));
 }
 
 }  // namespace
