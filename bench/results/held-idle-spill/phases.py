@@ -7,18 +7,32 @@ import glob
 import json
 import sys
 
-for work in sys.argv[1:]:
+
+def rate(report, a, b):
+    """Samples per second between the first steps ending at or after `a` and before `b`
+    (0: fewer than two steps there)."""
+    t, s = report["progress"]["step_end_s"], report["progress"]["samples"]
+    i, j = bisect.bisect_left(t, a), bisect.bisect_left(t, b) - 1
+    return (s[j] - s[i]) / (t[j] - t[i]) if j > i else 0
+
+
+def reports(work):
+    """The train-K.json reports in `work`, in K's order, with their paths."""
     paths = glob.glob(work + "/train-*.json")
     for path in sorted(paths, key=lambda p: int(p.rsplit("-", 1)[1][:-5])):
-        d = json.load(open(path))
-        t, s = d["progress"]["step_end_s"], d["progress"]["samples"]
+        try:
+            yield path, json.load(open(path))
+        except (OSError, ValueError):
+            continue
 
-        def rate(a, b):
-            i, j = bisect.bisect_left(t, a), bisect.bisect_left(t, b) - 1
-            return (s[j] - s[i]) / (t[j] - t[i]) if j > i else 0
 
-        tl = d["timeline"]
-        policy = "sluice" if tl or d["time_to_plan_s"] > 0 else "none"
-        decisions = [(round(e["t_s"], 1), e["kind"], round(e["plan"].get("ratio") or 0, 3)) for e in tl]
-        print(f"{path:28} {policy:7} steady {d['steady']['samples_per_s']:4.0f}  8-end "
-              f"{rate(8, t[-1]):4.0f}  2-8 {rate(2, 8):4.0f}  {decisions}")
+if __name__ == "__main__":
+    for work in sys.argv[1:]:
+        for path, d in reports(work):
+            end = d["progress"]["step_end_s"][-1]
+            tl = d["timeline"]
+            policy = "sluice" if tl or d["time_to_plan_s"] > 0 else "none"
+            decisions = [(round(e["t_s"], 1), e["kind"], round(e["plan"].get("ratio") or 0, 3))
+                         for e in tl]
+            print(f"{path:28} {policy:7} steady {d['steady']['samples_per_s']:4.0f}  8-end "
+                  f"{rate(d, 8, end):4.0f}  2-8 {rate(d, 2, 8):4.0f}  {decisions}")

@@ -548,11 +548,15 @@ void Feed(Controller& c, int t0, int t1, double rate, double stall = 0) {
 }
 
 // Observes periods at `rate` from *t on (at most to t_end) until a decision other than keep,
-// which it returns; *t is then that decision's time.
-TimelineEntry UntilDecision(Controller& c, int* t, int t_end, double rate, double stall = 0) {
+// which it returns; *t is then that decision's time. `stall` and the trainer's CPU
+// (`trainer_busy`, 0: not measured) are those of every period.
+TimelineEntry UntilDecision(Controller& c, int* t, int t_end, double rate, double stall = 0,
+                            double trainer_busy = 0) {
   TimelineEntry e;
   for (; *t < t_end; ++*t) {
-    e = c.Observe(OnPlan(c, *t, stall, rate));
+    Measurement m = OnPlan(c, *t, stall, rate);
+    m.trainer_cpu_busy = trainer_busy;
+    e = c.Observe(m);
     if (e.kind != DecisionKind::kKeep) break;
   }
   return e;
@@ -1323,12 +1327,8 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   const Plan held = c.plan();
   const double good = held.predicted_samples_per_s;
   // Settled from t=3: three periods (3, 4, 5) at 60% of the trainer's CPU, 30% stall.
-  TimelineEntry e;
   int t = 1;
-  for (; t <= 10; ++t) {
-    e = c.Observe(StalledPeriod(c, t, good, 0.6));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  TimelineEntry e = UntilDecision(c, &t, 11, good, /*stall=*/0.3, 0.6);
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 5);
   EXPECT_THAT(e.reason, HasSubstr("used 60.0% of its CPU"));
@@ -1341,10 +1341,8 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
   EXPECT_FALSE(c.ended_on()->plan.local_spill_over);
 
   // Spill-over measures worse: back to the held share (settled from 8: 8, 9, 10).
-  for (++t; t <= 20; ++t) {
-    e = c.Observe(StalledPeriod(c, t, 0.8 * good, 0.95));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  ++t;
+  e = UntilDecision(c, &t, 21, 0.8 * good, /*stall=*/0.3, 0.95);
   ASSERT_EQ(e.kind, DecisionKind::kRollback) << e.reason;
   EXPECT_EQ(t, 10);
   EXPECT_FALSE(c.plan().local_spill_over);
@@ -1370,10 +1368,7 @@ TEST(ControllerTest, ATrainerHeldToItsShareThatIdlesWhileStalledSpillsOver) {
     Controller idle(StandardProfile());
     idle.Start(0, 555);
     int u = 1;
-    for (; u <= 10; ++u) {
-      e = idle.Observe(StalledPeriod(idle, u, good, 0.95));
-      if (e.kind != DecisionKind::kKeep) break;
-    }
+    e = UntilDecision(idle, &u, 11, good, /*stall=*/0.3, 0.95);
     ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
     EXPECT_EQ(u, 5);
     EXPECT_THAT(e.reason, HasSubstr("used 95.0% of its CPU"));
@@ -1434,12 +1429,8 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   Controller c(StandardProfile());
   ASSERT_NO_FATAL_FAILURE(StartHeld(c));
   const double reference = std::max(555.0, c.plan().predicted_local_samples_per_s);
-  TimelineEntry e;
   int t = 1;
-  for (; t <= 10; ++t) {
-    e = c.Observe(StalledPeriod(c, t, reference, 0.7));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  TimelineEntry e = UntilDecision(c, &t, 11, reference, /*stall=*/0.3, 0.7);
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 5);
   EXPECT_THAT(e.reason, HasSubstr("spills over"));
@@ -1448,10 +1439,8 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   ASSERT_TRUE(c.plan().offload);
   // With spill-over the trainer is busy and the rate is still no clearer over all-local:
   // the check runs, against the plan with spill-over.
-  for (++t; t <= 20; ++t) {
-    e = c.Observe(StalledPeriod(c, t, 1.01 * reference, 0.97));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  ++t;
+  e = UntilDecision(c, &t, 21, 1.01 * reference, /*stall=*/0.3, 0.97);
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 10);
   EXPECT_THAT(e.reason, HasSubstr("as a check"));
@@ -1461,10 +1450,8 @@ TEST(ControllerTest, AHeldShareNoBetterThanAllLocalWithAnIdleTrainerSpillsOverBe
   // A trainer that used its CPU under the held share: the check at once, as before.
   Controller busy(StandardProfile());
   busy.Start(0, 555);
-  for (t = 1; t <= 10; ++t) {
-    e = busy.Observe(StalledPeriod(busy, t, reference, 0.99));
-    if (e.kind != DecisionKind::kKeep) break;
-  }
+  t = 1;
+  e = UntilDecision(busy, &t, 11, reference, /*stall=*/0.3, 0.99);
   ASSERT_EQ(e.kind, DecisionKind::kTrial) << e.reason;
   EXPECT_EQ(t, 5);
   EXPECT_THAT(e.reason, HasSubstr("as a check"));
