@@ -4,6 +4,8 @@
 #   old sluice, new sluice, fixed        and even rounds the reverse order.
 #   OLD=<sluice> NEW=<sluice> FIXED=<fixed:...> ab.sh OUT ROUNDS [SCENARIO]
 #   then: summary.py OUT
+# With KEEP=1 each run's `sluice train` report is kept as OUT/NAME-ROUND.train.json (the
+# per-step progress and the timeline, for switch.py and phases.py).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 OUT=$1; N=${2:-4}; SCENARIO=${3:-bench/scenarios/random-v2/random-17-job-s.yaml}
@@ -12,6 +14,7 @@ one() {  # name binary policy round
   rm -rf "$OUT/runs/metric-store"
   "$2" bench "$SCENARIO" --no-verify --policies "$3" --json "$OUT/$1-$4.json" \
     --work-dir "$OUT/runs" --data-dir "${DATA:-/tmp/sluice-bench-data}" > "$OUT/$1-$4.log" 2>&1
+  if [[ -n "${KEEP:-}" ]]; then mv "$OUT/runs/train-0.json" "$OUT/$1-$4.train.json"; fi
 }
 for i in $(seq 1 "$N"); do
   if (( i % 2 == 1 )); then

@@ -8,7 +8,8 @@ import sys
 
 out = sys.argv[1]
 rates = {}
-for path in sorted(glob.glob(f"{out}/*-*.json"), key=lambda p: (int(p.rsplit("-", 1)[1][:-5]), p)):
+paths = [p for p in glob.glob(f"{out}/*-*.json") if not p.endswith(".train.json")]
+for path in sorted(paths, key=lambda p: (int(p.rsplit("-", 1)[1][:-5]), p)):
     side, rnd = path.rsplit("/", 1)[1][:-5].rsplit("-", 1)
     for key, r in json.load(open(path))["policies"].items():
         rate = r.get("samples_per_s") or 0

@@ -237,6 +237,21 @@ bool Coordinator::OtherActiveWithShareLocked(int consumer) const {
   return false;
 }
 
+bool Coordinator::AnyHeldLocked() const {
+  for (const Consumer& c : consumers_) {
+    if (!c.config.spill_over) return true;
+  }
+  return false;
+}
+
+bool Coordinator::OtherDeliveringWithShareLocked(int consumer) const {
+  for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
+    const Consumer& c = consumers_[i];
+    if (i != consumer && c.config.active && c.config.share > 0 && c.delivering) return true;
+  }
+  return false;
+}
+
 std::vector<uint64_t> Coordinator::PeekLocked() {
   while (!requeued_.empty()) {
     std::vector<uint64_t>& front = requeued_.front();
@@ -297,7 +312,7 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   // e.g. when every worker is down.
   if (c.config.share <= 0 && OtherActiveWithShareLocked(consumer)) return Acquired::kWait;
   if (!c.config.spill_over && !EligibleLocked(consumer, seqs.size()) &&
-      OtherActiveWithShareLocked(consumer)) {
+      OtherDeliveringWithShareLocked(consumer)) {
     return Acquired::kWait;
   }
   TakeLocked();
@@ -374,10 +389,25 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
     if (it != split_of_.end()) {
       auto sit = open_.find(it->second);
       split_of_.erase(it);
-      if (sit != open_.end() && --sit->second.unresolved == 0) {
-        --consumers_[sit->second.consumer].open;
-        open_.erase(sit);
-        wake = true;
+      if (sit != open_.end()) {
+        Consumer& by = consumers_[sit->second.consumer];
+        if (to == State::kDelivered && !by.delivering && by.config.active) {
+          by.delivering = true;
+          // Its first sample since it became active: from now on a consumer held to its
+          // share (not this one) is held against it, with what it took while waiting for this one
+          // forgotten (as SetShares forgets the past), else it would be held back until the
+          // others caught up with what it did in their place.
+          if (by.config.share > 0 && by.config.spill_over && AnyHeldLocked()) {
+            for (Consumer& each : consumers_) each.assigned_base = each.assigned;
+            total_assigned_base_ = total_assigned_;
+            wake = true;
+          }
+        }
+        if (--sit->second.unresolved == 0) {
+          --by.open;
+          open_.erase(sit);
+          wake = true;
+        }
       }
     }
   }
@@ -445,6 +475,7 @@ int64_t Coordinator::RequeueLocked(OpenSplit& split) {
 int64_t Coordinator::ConsumerFailed(int consumer) {
   std::lock_guard<std::mutex> lock(mu_);
   consumers_[consumer].config.active = false;
+  consumers_[consumer].delivering = false;
   // Newest first, so that after the push_fronts the oldest split is at the very front.
   std::vector<uint64_t> ids;
   for (const auto& [id, split] : open_) {
@@ -482,7 +513,9 @@ int64_t Coordinator::HeldSamples(int consumer) const {
 
 void Coordinator::SetActive(int consumer, bool active) {
   std::lock_guard<std::mutex> lock(mu_);
-  consumers_[consumer].config.active = active;
+  Consumer& c = consumers_[consumer];
+  if (active != c.config.active) c.delivering = false;
+  c.config.active = active;
   cv_.notify_all();
 }
 

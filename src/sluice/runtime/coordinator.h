@@ -88,9 +88,11 @@ struct ConsumerConfig {
   int max_open_splits = 2;  // >= 1
   bool active = true;       // an inactive consumer gets nothing and is not waited for
   // false: this consumer never spills over: beyond its share it gets a split only when no
-  // other active consumer has a positive share (every worker down, say). The others still
-  // spill over to it. For a trainer whose CPU is the limit, where each local sample costs
-  // more than the receive it would displace (docs/policy.md, "Spill-over").
+  // other active consumer with a positive share is delivering (every worker down, say, or
+  // none has delivered a sample since it became active: a worker still starting displaces
+  // no receive). The others still spill over to it. For a trainer whose CPU is the limit,
+  // where each local sample costs more than the receive it would displace (docs/policy.md,
+  // "Spill-over").
   bool spill_over = true;
 };
 
@@ -193,6 +195,8 @@ class Coordinator {
     int64_t assigned_base = 0;  // `assigned` when the shares last changed
     int64_t splits = 0;
     int open = 0;
+    // Has delivered a sample since it became active (at creation, SetActive, a failure).
+    bool delivering = false;
   };
   struct OpenSplit {
     int consumer = 0;
@@ -209,6 +213,10 @@ class Coordinator {
   bool OtherBehindLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if a consumer other than `consumer` is active with a positive share.
   bool OtherActiveWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same, counting only consumers that are delivering (Consumer::delivering).
+  bool OtherDeliveringWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if a consumer does not spill over (ConsumerConfig::spill_over false).
+  bool AnyHeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next split's sequence numbers (front of the re-queue, else a fresh run), without
   // taking it; empty if none may be handed out now. Drops re-queued samples resolved since.
   std::vector<uint64_t> PeekLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -242,22 +242,34 @@ TEST(CoordinatorTest, ZeroShareTakesNothingWhileAPositiveShareIsActive) {
   EXPECT_GE(taken, 3);
 }
 
-TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
-  // A trainer whose CPU is the limit (spill=workers): local (0) has 0.2 and must not take
-  // more while the worker (1) is up and at its cap, where it would spill over by default...
+// 100 samples in splits of 10 for a local side held to a share of 0.2 (spill_over false)
+// and a worker with 0.8; each may hold one open split.
+std::unique_ptr<Coordinator> HeldLocalAndWorker() {
   std::vector<ConsumerConfig> consumers(2);
   consumers[0] = ConsumerConfig{"local", 0.2, 1, true, /*spill_over=*/false};
   consumers[1] = ConsumerConfig{"worker", 0.8, 1, true};
   auto made = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
-  ASSERT_TRUE(made.ok()) << made.status();
-  Coordinator& c = **made;
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *std::move(made) : nullptr;
+}
+
+TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherDelivers) {
+  // A trainer whose CPU is the limit (spill=workers): local (0) has 0.2 and must not take
+  // more while the worker (1) delivers and is at its cap, where it would spill over by
+  // default...
+  std::unique_ptr<Coordinator> made = HeldLocalAndWorker();
+  ASSERT_NE(made, nullptr);
+  Coordinator& c = *made;
   SplitAssignment split, held;
-  ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);  // 10 of 10: eligible at the start
+  ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);
+  DeliverAll(c, held);  // the worker delivers: local is held against it from here on
+  ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);  // 0 of 10 so far: eligible
   DeliverAll(c, split);
   ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);  // the worker at its cap
-  EXPECT_EQ(c.TryAcquire(0, &split), Acquired::kWait);  // 20 of 20 would be over 0.2
+  EXPECT_EQ(c.TryAcquire(0, &split), Acquired::kWait);  // 20 of 30 would be over 0.2
   // ...the worker still spills over to take what local does not, and local gets a split
-  // again only when its share allows: 10 assigned is under 0.2 x (50 + 10) once 50 are out.
+  // again only when its share allows: 10 assigned is under 0.2 x (50 + 10) once 50 are out
+  // (counted from the worker's first delivery).
   DeliverAll(c, held);
   for (int worker_splits = 1; worker_splits <= 3; ++worker_splits) {
     ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);
@@ -266,7 +278,8 @@ TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
         << worker_splits;
   }
   DeliverAll(c, split);
-  // To the end: local tries first each time, and still ends at its 20.
+  // To the end: local tries first each time, and still ends at its 0.2 of the 90 samples
+  // handed out since the worker's first delivery, in splits of 10.
   while (!c.done()) {
     if (c.TryAcquire(0, &split) == Acquired::kSplit) DeliverAll(c, split);
     if (c.TryAcquire(1, &held) == Acquired::kSplit) DeliverAll(c, held);
@@ -274,9 +287,11 @@ TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
   EXPECT_EQ(c.Stats().consumers[0].assigned, 20);
 
   // When the worker fails, local takes everything that is left, its share or not.
-  auto again = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
-  ASSERT_TRUE(again.ok());
-  Coordinator& d = **again;
+  std::unique_ptr<Coordinator> again = HeldLocalAndWorker();
+  ASSERT_NE(again, nullptr);
+  Coordinator& d = *again;
+  ASSERT_EQ(d.TryAcquire(1, &held), Acquired::kSplit);
+  DeliverAll(d, held);
   ASSERT_EQ(d.TryAcquire(1, &held), Acquired::kSplit);
   ASSERT_EQ(d.TryAcquire(0, &split), Acquired::kSplit);
   DeliverAll(d, split);
@@ -287,14 +302,48 @@ TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherIsUp) {
     ++taken;
     DeliverAll(d, split);
   }
-  EXPECT_EQ(taken, 9);
+  EXPECT_EQ(taken, 8);
   EXPECT_TRUE(d.done());
+}
+
+TEST(CoordinatorTest, AConsumerHeldToItsShareIsNotHeldByAWorkerThatHasNotDeliveredYet) {
+  // A worker still starting (connecting, filling its pipeline, sending its first batch)
+  // displaces no receive on the trainer, so the trainer does not wait for it: the hold
+  // begins with the worker's first delivered sample, and what the trainer took until then
+  // does not count against its share.
+  std::unique_ptr<Coordinator> made = HeldLocalAndWorker();
+  ASSERT_NE(made, nullptr);
+  Coordinator& c = *made;
+  SplitAssignment split, held;
+  ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);  // the worker, at its cap, starting
+  for (int i = 0; i < 3; ++i) {  // 30 of 40 handed out: far over 0.2, and not held
+    ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit) << i;
+    DeliverAll(c, split);
+  }
+  // Its first sample: the hold begins here, and the 30 local took are forgotten, so local
+  // is within its share (0 of 0 since)...
+  ASSERT_TRUE(c.MarkDelivered(held.samples[0]).has_value());
+  ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);
+  DeliverAll(c, split);
+  for (size_t i = 1; i < held.samples.size(); ++i) c.MarkDelivered(held.samples[i]);
+  ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);  // at its cap again
+  // ...and then held to it: 10 of the 20 handed out since, over 0.2.
+  EXPECT_EQ(c.TryAcquire(0, &split), Acquired::kWait);
+  EXPECT_EQ(c.Stats().consumers[0].assigned, 40);
+
+  // A worker that failed and came back is starting again: not held until it delivers.
+  EXPECT_EQ(c.ConsumerFailed(1), 10);
+  c.SetActive(1, true);
+  ASSERT_EQ(c.TryAcquire(1, &held), Acquired::kSplit);  // the re-queued split
+  EXPECT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);
 }
 
 TEST(CoordinatorTest, SetSpillOverChangesWhetherAConsumerSpillsOver) {
   auto c = Make(Options(/*per_epoch=*/100, /*split_size=*/10), {0.2, 0.8}, /*max_open=*/1);
   SplitAssignment split, held;
   c->SetSpillOver(0, false);
+  ASSERT_EQ(c->TryAcquire(1, &held), Acquired::kSplit);
+  DeliverAll(*c, held);  // the worker delivers: the hold applies
   ASSERT_EQ(c->TryAcquire(0, &split), Acquired::kSplit);
   DeliverAll(*c, split);
   ASSERT_EQ(c->TryAcquire(1, &held), Acquired::kSplit);  // the worker at its cap
