@@ -394,9 +394,9 @@ std::optional<uint64_t> Coordinator::ResolveLocked(SampleId id, State to) {
         if (to == State::kDelivered && !by.delivering && by.config.active) {
           by.delivering = true;
           // Its first sample since it became active: from now on a consumer held to its
-          // share (not this one) is held against it, with what it took while waiting for this one
-          // forgotten (as SetShares forgets the past), else it would be held back until the
-          // others caught up with what it did in their place.
+          // share (another one) is held against it. What that one took while waiting for
+          // this one is forgotten, as SetShares forgets the past; else it would be held
+          // back until the others caught up with what it did in their place.
           if (by.config.share > 0 && by.config.spill_over && AnyHeldLocked()) {
             for (Consumer& each : consumers_) each.assigned_base = each.assigned;
             total_assigned_base_ = total_assigned_;
