@@ -16,6 +16,18 @@ def rate(report, a, b):
     return (s[j] - s[i]) / (t[j] - t[i]) if j > i else 0
 
 
+def switch_loss(report, t0, span, later):
+    """What the `span` seconds after a switch at `t0` lost against the rate from `later` s after
+    it to the run's end, as a fraction of the samples from `t0` on; with the rates over those
+    `span` seconds and from `later` on. None when a rate has fewer than two steps."""
+    end = report["progress"]["step_end_s"][-1]
+    early, late = rate(report, t0, t0 + span), rate(report, t0 + later, end)
+    whole = rate(report, t0, end)
+    if min(early, late, whole) <= 0:
+        return None
+    return (late - early) * span / (whole * (end - t0)), early, late
+
+
 def reports(work):
     """The train-K.json reports in `work`, in K's order, with their paths."""
     paths = glob.glob(work + "/train-*.json")

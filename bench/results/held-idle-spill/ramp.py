@@ -7,7 +7,7 @@ import glob
 import statistics
 import sys
 
-from phases import rate, reports
+from phases import reports, switch_loss
 
 for sdir in sorted(glob.glob(sys.argv[1] + "/random-*")):
     losses = []
@@ -18,9 +18,9 @@ for sdir in sorted(glob.glob(sys.argv[1] + "/random-*")):
         t0, end = tl[0]["t_s"], d["progress"]["step_end_s"][-1]
         if (len(tl) > 1 and tl[1]["t_s"] < t0 + 6) or end - (t0 + 3) < 3:
             continue
-        early, late, whole = rate(d, t0, t0 + 3), rate(d, t0 + 3, end), rate(d, t0, end)
-        if early > 0 and late > 0 and whole > 0:
-            losses.append((late - early) * 3 / (whole * (end - t0)))
+        loss = switch_loss(d, t0, 3, 3)
+        if loss is not None:
+            losses.append(loss[0])
     if losses:
         print(f"{sdir.rsplit('/', 1)[1]:18} runs {len(losses)}: the switch costs "
               f"{100 * statistics.median(losses):.1f}% of the samples after it (median)")

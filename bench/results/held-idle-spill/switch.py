@@ -9,7 +9,7 @@ import json
 import statistics
 import sys
 
-from phases import rate
+from phases import rate, switch_loss
 
 sides = {}
 for path in sorted(glob.glob(sys.argv[1] + "/*.train.json")):
@@ -18,12 +18,11 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.train.json")):
     tl = d.get("timeline") or []
     if not tl or not tl[0]["plan"].get("offload"):
         continue
-    t0, end = tl[0]["t_s"], d["progress"]["step_end_s"][-1]
-    before, after = rate(d, t0 - 1.5, t0), rate(d, t0, t0 + 1.5)
-    later, whole = rate(d, t0 + 3, end), rate(d, t0, end)
-    if min(before, after, later, whole) <= 0:
+    t0 = tl[0]["t_s"]
+    before, loss = rate(d, t0 - 1.5, t0), switch_loss(d, t0, 1.5, 3)
+    if before <= 0 or loss is None:
         continue
-    lost = (later - after) * 1.5 / (whole * (end - t0))
+    lost, after, later = loss
     sides.setdefault(side, []).append((after / before, lost))
     print(f"{side:5} round {rnd:>2}  before {before:5.0f}  after {after:5.0f}  later {later:5.0f}"
           f"  after/before {after / before:.2f}  lost {100 * lost:4.1f}%")

@@ -228,9 +228,10 @@ bool Coordinator::OtherWaitingLocked(int consumer, uint64_t size) const {
   return false;
 }
 
-bool Coordinator::OtherActiveWithShareLocked(int consumer) const {
+bool Coordinator::OtherActiveWithShareLocked(int consumer, bool delivering) const {
   for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
-    if (i != consumer && consumers_[i].config.active && consumers_[i].config.share > 0) {
+    const Consumer& c = consumers_[i];
+    if (i != consumer && c.config.active && c.config.share > 0 && (!delivering || c.delivering)) {
       return true;
     }
   }
@@ -240,14 +241,6 @@ bool Coordinator::OtherActiveWithShareLocked(int consumer) const {
 bool Coordinator::AnyHeldLocked() const {
   for (const Consumer& c : consumers_) {
     if (!c.config.spill_over) return true;
-  }
-  return false;
-}
-
-bool Coordinator::OtherDeliveringWithShareLocked(int consumer) const {
-  for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
-    const Consumer& c = consumers_[i];
-    if (i != consumer && c.config.active && c.config.share > 0 && c.delivering) return true;
   }
   return false;
 }
@@ -312,7 +305,7 @@ Coordinator::Acquired Coordinator::AcquireLocked(int consumer, SplitAssignment* 
   // e.g. when every worker is down.
   if (c.config.share <= 0 && OtherActiveWithShareLocked(consumer)) return Acquired::kWait;
   if (!c.config.spill_over && !EligibleLocked(consumer, seqs.size()) &&
-      OtherDeliveringWithShareLocked(consumer)) {
+      OtherActiveWithShareLocked(consumer, /*delivering=*/true)) {
     return Acquired::kWait;
   }
   TakeLocked();

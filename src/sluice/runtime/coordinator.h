@@ -211,10 +211,10 @@ class Coordinator {
   bool OtherWaitingLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if another active consumer with a positive share is below its share (room or not).
   bool OtherBehindLocked(int consumer, uint64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True if a consumer other than `consumer` is active with a positive share.
-  bool OtherActiveWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same, counting only consumers that are delivering (Consumer::delivering).
-  bool OtherDeliveringWithShareLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if a consumer other than `consumer` is active with a positive share (and, with
+  // `delivering`, has delivered since it became active: Consumer::delivering).
+  bool OtherActiveWithShareLocked(int consumer, bool delivering = false) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if a consumer does not spill over (ConsumerConfig::spill_over false).
   bool AnyHeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next split's sequence numbers (front of the re-queue, else a fresh run), without
