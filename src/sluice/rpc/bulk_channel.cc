@@ -108,14 +108,22 @@ Status BulkConnection::Send(const std::vector<BulkPiece>& pieces) {
   return ring_ != nullptr ? RingSend(pieces) : SendAll(fd_, pieces);
 }
 
-Status BulkConnection::Recv(uint8_t* out, size_t n, bool past_cache) {
-  return ring_ != nullptr ? RingRecv(out, n, past_cache) : RecvAll(fd_, out, n);
+Status BulkConnection::Recv(uint8_t* out, size_t n, bool past_cache, bool more) {
+  return ring_ != nullptr ? RingRecv(out, n, past_cache, more) : RecvAll(fd_, out, n);
+}
+
+void BulkConnection::EndPayload() {
+  if (ring_ == nullptr || unreported_ == 0) return;
+  // A worker that went away is met at the next read.
+  SendCount(unreported_).IgnoreError();
+  unreported_ = 0;
 }
 
 Status BulkConnection::SendCount(uint64_t n) {
   // Host order: both ends are on one machine.
   uint8_t bytes[8];
   std::memcpy(bytes, &n, sizeof bytes);
+  ++counts_sent_;
   size_t sent = 0;
   while (sent < sizeof bytes) {
     const ssize_t w = send(fd_, bytes + sent, sizeof bytes - sent, MSG_NOSIGNAL);
@@ -212,16 +220,15 @@ Status BulkConnection::RingSend(const std::vector<BulkPiece>& pieces) {
   return absl::OkStatus();
 }
 
-Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool past_cache) {
+Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool past_cache, bool more) {
   size_t got = 0;
-  uint64_t unreported = 0;  // bytes read and not yet counted back to the worker
   while (got < n) {
     if (room_ == 0) {
       // All that was written is read: say so before waiting (the worker may be waiting for
       // room), then wait for more.
       Status s = absl::OkStatus();
-      if (unreported > 0) s = SendCount(unreported);
-      unreported = 0;
+      if (unreported_ > 0) s = SendCount(unreported_);
+      unreported_ = 0;
       uint64_t more = 0;
       if (s.ok()) s = ReadCounts(true, &more);
       if (s.code() == absl::StatusCode::kDataLoss) return s;
@@ -247,13 +254,13 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool past_cache) {
     }
     pos_ = (pos_ + c) % ring_bytes_;
     room_ -= c;
-    unreported += c;
+    unreported_ += c;
     got += c;
   }
-  // The room back at once: the worker takes it before its next payload without waiting.
-  // The payload is whole either way: a trainer whose worker went away meets it at the next
-  // read.
-  if (unreported > 0) SendCount(unreported).IgnoreError();
+  // The room back at once (unless the payload's next part follows): the worker takes it
+  // before its next payload without waiting. The payload is whole either way: a trainer
+  // whose worker went away meets it at the next read.
+  if (!more) EndPayload();
   return absl::OkStatus();
 }
 

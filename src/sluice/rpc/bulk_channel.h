@@ -96,14 +96,21 @@ class BulkConnection {
   // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed,
   // or (a ring) that the peer's counts broke the ring's bounds. `past_cache`: `out` is not
   // read before it has left the cache (core/copy.h); a ring then copies past the cache (on
-  // TCP the kernel does the copy, as it does).
-  Status Recv(uint8_t* out, size_t n, bool past_cache = false);
+  // TCP the kernel does the copy, as it does). `more`: the next Recv reads on in the same
+  // payload at once, so a ring does not count the room back to the worker at the end of this
+  // one (it still does before it waits, and at the end of a Recv without `more`): a payload
+  // read in parts, tensor by tensor into slots, costs one count back, not one per part.
+  Status Recv(uint8_t* out, size_t n, bool past_cache = false, bool more = false);
+  // Ends a payload read with `more`: counts the room back (a ring; nothing on TCP).
+  void EndPayload();
+  // Counts of room sent back to the worker (a ring's receiver), for tests and the benchmarks.
+  int64_t counts_sent() const { return counts_sent_; }
   // A Send or Recv blocked on the peer returns with an error.
   void Shutdown();
 
  private:
   Status RingSend(const std::vector<BulkPiece>& pieces);
-  Status RingRecv(uint8_t* out, size_t n, bool past_cache);
+  Status RingRecv(uint8_t* out, size_t n, bool past_cache, bool more);
   // Adds the counts the peer sent to `*sum`: those already queued, or (`wait`) at least one.
   Status ReadCounts(bool wait, uint64_t* sum);
   Status SendCount(uint64_t n);
@@ -113,6 +120,8 @@ class BulkConnection {
   size_t ring_bytes_ = 0;
   size_t pos_ = 0;           // the next byte to write (sender) or to read (receiver)
   uint64_t room_ = 0;        // sender: bytes free to write; receiver: bytes written, unread
+  uint64_t unreported_ = 0;  // receiver: bytes read and not yet counted back to the worker
+  int64_t counts_sent_ = 0;
   uint8_t partial_[8] = {};  // the start of a count split between two reads
   size_t partial_size_ = 0;
 };

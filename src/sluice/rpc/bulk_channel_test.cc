@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -312,6 +313,49 @@ TEST(BulkChannelTest, ALocalConnectionCarriesPayloadsThroughASharedRing) {
   }
   sender.join();
   EXPECT_EQ(l->refused(), 0);
+}
+
+// A payload read in parts (tensor by tensor into the batch's slots) gives its room back to
+// the worker once, after its last part, not once per part; without `more` every Recv counts
+// back. The bytes are the same either way, and the room comes back whole: the worker can
+// write a payload that needs all of the ring's room again.
+TEST(BulkChannelTest, APayloadReadInPartsCountsItsRoomBackOnce) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  RingPair p = ConnectRing(*l, kBulkRingMinBytes);
+  ASSERT_NE(p.trainer, nullptr);
+  ASSERT_NE(p.worker, nullptr);
+  constexpr size_t kParts = 8;
+  constexpr size_t kPart = kBulkRingMinBytes / kParts;
+  const std::string want = Pattern(kBulkRingMinBytes, 3);  // as large as the ring
+  const auto* b = reinterpret_cast<const uint8_t*>(want.data());
+  // Each payload is sent once the last is read whole, so it finds the ring empty and is
+  // written and counted at once: what the trainer counts back is then its own doing.
+  std::promise<void> read[3];
+  std::thread sender([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (i > 0) read[i - 1].get_future().wait();
+      EXPECT_TRUE(p.worker->Send({{b, want.size()}}).ok());
+    }
+  });
+  int i = 0;
+  for (bool more : {true, false, true}) {
+    const int64_t before = p.trainer->counts_sent();
+    std::string buf(want.size(), '\0');
+    for (size_t part = 0; part < kParts; ++part) {
+      const Status s = p.trainer->Recv(reinterpret_cast<uint8_t*>(buf.data()) + part * kPart,
+                                       kPart, /*past_cache=*/false, more);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    if (more) p.trainer->EndPayload();
+    EXPECT_TRUE(buf == want) << "more=" << more;
+    // One count back per part read without `more`; with it one for the payload (the first
+    // part waits for the worker's count with nothing read yet, so nothing to count then).
+    EXPECT_EQ(p.trainer->counts_sent() - before, more ? 1 : static_cast<int64_t>(kParts))
+        << "more=" << more;
+    read[i++].set_value();
+  }
+  sender.join();
 }
 
 // A raw local connection that sends `hello` with `fd` attached (none when -1).

@@ -422,7 +422,8 @@ class GrpcRemoteStream final : public RemoteStream {
     StatusOr<std::vector<Element>> got = ReceiveElements(
         *std::move(layout),
         [this](uint8_t* to, size_t size, bool slot) {
-          return bulk_->Recv(to, size, slot && land_past_cache_);
+          // The payload's parts follow one another: the room goes back once, after the last.
+          return bulk_->Recv(to, size, slot && land_past_cache_, /*more=*/true);
         },
         [this](int field, DType dtype, const Shape& shape) -> std::optional<Tensor> {
           auto it = land_slots_.find(field);
@@ -436,6 +437,7 @@ class GrpcRemoteStream final : public RemoteStream {
       return StatusOr<std::vector<Element>>(absl::UnavailableError(
           absl::StrCat("worker ", info_.address, ": ", got.status().message())));
     }
+    bulk_->EndPayload();
     bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
     return got;
   }
