@@ -36,15 +36,19 @@ void Merge::AdvanceLocked() {
   }
 }
 
-StatusOr<bool> Merge::Push(int place, Element element) {
-  const size_t bytes = element.nbytes();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!options_.deterministic) {
+Status Merge::WaitForRoomLocked(std::unique_lock<std::mutex>& lock, size_t bytes,
+                                bool* unannounced) {
+  if (!options_.deterministic && !HasRoomLocked(bytes)) {
+    // The consumer may be asleep on what this producer added without waking it yet.
+    if (*unannounced) ready_.notify_all();
+    *unannounced = false;
     not_full_.wait(lock, [&] { return cancelled_ || !failure_.ok() || HasRoomLocked(bytes); });
   }
   if (cancelled_) return absl::CancelledError("merge cancelled");
-  if (!failure_.ok()) return failure_;
+  return failure_;
+}
 
+bool Merge::AddLocked(int place, Element element, size_t bytes) {
   std::vector<uint64_t> seqs;
   int64_t dropped = 0;
   auto mark = [&](SampleId id) {
@@ -62,7 +66,6 @@ StatusOr<bool> Merge::Push(int place, Element element) {
   coordinator_done_ = coordinator_->done();
   if (seqs.empty()) {
     duplicates_ += dropped;
-    ready_.notify_all();  // the coordinator may be done
     return false;
   }
   // A batch with some members new is kept; the others were counted by the coordinator.
@@ -76,8 +79,30 @@ StatusOr<bool> Merge::Push(int place, Element element) {
     fifo_.emplace_back(std::move(element), bytes);
     peak_ = std::max(peak_, fifo_.size());
   }
-  ready_.notify_all();
   return true;
+}
+
+StatusOr<bool> Merge::Push(int place, Element element) {
+  const size_t bytes = element.nbytes();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool unannounced = false;
+  SLUICE_RETURN_IF_ERROR(WaitForRoomLocked(lock, bytes, &unannounced));
+  const bool kept = AddLocked(place, std::move(element), bytes);
+  ready_.notify_all();  // kept, or the coordinator may be done
+  return kept;
+}
+
+Status Merge::PushAll(int place, std::vector<Element> elements) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool unannounced = false;
+  for (Element& element : elements) {
+    const size_t bytes = element.nbytes();
+    SLUICE_RETURN_IF_ERROR(WaitForRoomLocked(lock, bytes, &unannounced));
+    AddLocked(place, std::move(element), bytes);
+    unannounced = true;  // kept, or the coordinator may be done
+  }
+  if (unannounced) ready_.notify_all();
+  return absl::OkStatus();
 }
 
 void Merge::Skip(SampleId id) {

@@ -62,6 +62,10 @@ class Merge : public pipeline::Iterator {
   // Offers `element`, produced at `place`. Returns true if it was kept, false if dropped as
   // a duplicate (or for samples the coordinator never handed out). Cancelled after Cancel().
   StatusOr<bool> Push(int place, Element element);
+  // Push() of each of `elements` in turn, produced at `place` (a chunk from a worker), under
+  // one lock and with one wake-up of the consumer, not one per element: before waiting for
+  // room, and at the end. Cancelled after Cancel(); the merge's failure after Fail().
+  Status PushAll(int place, std::vector<Element> elements);
   // Records a sample dropped under on_error: skip.
   void Skip(SampleId id);
   // Ends the stream with `status` (a failure that on_error: fail makes fatal). The first
@@ -78,6 +82,13 @@ class Merge : public pipeline::Iterator {
 
  private:
   bool HasRoomLocked(size_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // First-come: waits until `bytes` fit, waking the consumer first where `*unannounced` (this
+  // producer added elements since it last did; cleared then). The merge's end or failure.
+  Status WaitForRoomLocked(std::unique_lock<std::mutex>& lock, size_t bytes, bool* unannounced)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `element`'s samples with the coordinator and queues it; false for a duplicate
+  // (counted).
+  bool AddLocked(int place, Element element, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,8 @@
 #include "sluice/runtime/merge.h"
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -169,6 +171,44 @@ TEST(MergeTest, FirstComePushBlocksWhileFull) {
   EXPECT_TRUE(pushed.load());
   EXPECT_THAT(DrainIndices(merge), ::testing::ElementsAre(1, 2));
   EXPECT_EQ(merge.Stats().peak_buffered, 2u);
+}
+
+// A worker's chunk goes in with one PushAll: in order, its duplicates dropped and counted,
+// and when the chunk is more than the merge holds, the consumer (asleep in GetNext before the
+// push began) is woken for what went in before the producer waits for room, so neither waits
+// for the other forever. The watchdog only bounds how long a broken build takes to fail.
+TEST(MergeTest, PushAllOfAChunkLargerThanTheRoomWakesTheConsumerBeforeWaiting) {
+  Fixture f = MakeFixture(/*per_epoch=*/6, /*split_size=*/6);
+  MergeOptions options;
+  options.max_elements = 2;
+  Merge merge(f.coordinator.get(), Schema(), 1, options);
+  ASSERT_TRUE(*merge.Push(0, Sample(0, 0)));
+  Element first;
+  bool end = false;
+  ASSERT_TRUE(merge.GetNext(&first, &end).ok());
+  std::vector<uint64_t> drained;
+  std::thread consumer([&] { drained = DrainIndices(merge); });
+  std::vector<Element> chunk;
+  for (uint64_t index : {1, 0, 2, 3, 4, 5}) chunk.push_back(Sample(0, index));
+  std::future<Status> pushed = std::async(std::launch::async, [&] {
+    return merge.PushAll(0, std::move(chunk));
+  });
+  const bool finished = pushed.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(finished) << "PushAll and the consumer wait for each other";
+  if (!finished) merge.Cancel();
+  consumer.join();
+  if (!finished) return;
+  EXPECT_TRUE(pushed.get().ok());
+  EXPECT_THAT(drained, ::testing::ElementsAre(1, 2, 3, 4, 5));
+  const MergeStats stats = merge.Stats();
+  EXPECT_EQ(stats.duplicates_dropped, 1);
+  EXPECT_LE(stats.peak_buffered, 2u);
+  EXPECT_THAT(stats.samples_by_place, ::testing::ElementsAre(6));
+  EXPECT_EQ(merge.PushAll(0, {}).code(), absl::StatusCode::kOk);
+  merge.Cancel();
+  std::vector<Element> late;
+  late.push_back(Sample(0, 1));
+  EXPECT_EQ(merge.PushAll(0, std::move(late)).code(), absl::StatusCode::kCancelled);
 }
 
 TEST(MergeTest, FailEndsTheStreamAndCancelWakesProducers) {

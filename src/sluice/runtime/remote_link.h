@@ -331,12 +331,11 @@ class RemoteLink {
             samples += e.members.empty() ? 1 : static_cast<int64_t>(e.members.size());
           }
           watch_.Delivered(samples, NowNanos());
-          for (Element& e : event.elements) {
-            if (!merge->Push(consumer_, std::move(e)).ok()) {
-              stream.Cancel();
-              end.status = absl::CancelledError("merge closed");
-              return end;
-            }
+          // The chunk's elements at once: one wake-up of the merge's consumer, not one each.
+          if (!merge->PushAll(consumer_, std::move(event.elements)).ok()) {
+            stream.Cancel();
+            end.status = absl::CancelledError("merge closed");
+            return end;
           }
           break;
         }
