@@ -113,10 +113,15 @@ Status BulkConnection::Recv(uint8_t* out, size_t n, bool past_cache, bool more) 
 }
 
 void BulkConnection::EndPayload() {
-  if (ring_ == nullptr || unreported_ == 0) return;
   // A worker that went away is met at the next read.
-  SendCount(unreported_).IgnoreError();
+  if (ring_ != nullptr) CountBackRead().IgnoreError();
+}
+
+Status BulkConnection::CountBackRead() {
+  if (unreported_ == 0) return absl::OkStatus();
+  const uint64_t n = unreported_;
   unreported_ = 0;
+  return SendCount(n);
 }
 
 Status BulkConnection::SendCount(uint64_t n) {
@@ -226,9 +231,7 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool past_cache, bool mo
     if (room_ == 0) {
       // All that was written is read: say so before waiting (the worker may be waiting for
       // room), then wait for more.
-      Status s = absl::OkStatus();
-      if (unreported_ > 0) s = SendCount(unreported_);
-      unreported_ = 0;
+      Status s = CountBackRead();
       uint64_t more = 0;
       if (s.ok()) s = ReadCounts(true, &more);
       if (s.code() == absl::StatusCode::kDataLoss) return s;

@@ -103,7 +103,7 @@ class BulkConnection {
   Status Recv(uint8_t* out, size_t n, bool past_cache = false, bool more = false);
   // Ends a payload read with `more`: counts the room back (a ring; nothing on TCP).
   void EndPayload();
-  // Counts of room sent back to the worker (a ring's receiver), for tests and the benchmarks.
+  // Counts sent to the peer on a ring (the trainer's: room given back), for tests.
   int64_t counts_sent() const { return counts_sent_; }
   // A Send or Recv blocked on the peer returns with an error.
   void Shutdown();
@@ -114,6 +114,8 @@ class BulkConnection {
   // Adds the counts the peer sent to `*sum`: those already queued, or (`wait`) at least one.
   Status ReadCounts(bool wait, uint64_t* sum);
   Status SendCount(uint64_t n);
+  // The receiver's bytes read and not yet counted back, counted back now (none: nothing sent).
+  Status CountBackRead();
 
   int fd_ = -1;
   uint8_t* ring_ = nullptr;
