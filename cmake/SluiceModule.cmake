@@ -1,3 +1,12 @@
+# Test code (GoogleTest bodies and fixtures) is compiled without optimization: it is over half
+# of a build's compile time, and nothing measures its speed. The code under test, in the module
+# libraries, keeps the build type's optimization. The timing tests (tests/*_serial_test.cc)
+# keep it too, since inline functions they instantiate may be the copies the linker keeps.
+set(SLUICE_TEST_CODE_FLAGS "-O0" CACHE STRING "Compile options for test code (empty: the build type's)")
+function(sluice_test_code target)
+  target_compile_options(${target} PRIVATE ${SLUICE_TEST_CODE_FLAGS})
+endfunction()
+
 # sluice_module(NAME DEPS ...): one static library per module folder, built from every .cc
 # in the folder and its subfolders except *_test.cc; the module's tests (*_test.cc) become
 # one GoogleTest binary, sluice_<name>_test, registered with ctest under the label <name>
@@ -20,6 +29,7 @@ function(sluice_module name)
   target_link_libraries(sluice_${name} PUBLIC ${ARG_DEPS})
   if(SLUICE_BUILD_TESTS AND test_srcs)
     add_executable(sluice_${name}_test ${test_srcs})
+    sluice_test_code(sluice_${name}_test)
     target_link_libraries(sluice_${name}_test PRIVATE sluice_${name} ${ARG_TEST_DEPS}
                           GTest::gtest GTest::gmock GTest::gtest_main)
     gtest_discover_tests(sluice_${name}_test DISCOVERY_TIMEOUT 60
