@@ -120,15 +120,25 @@ TEST(BulkChannelTest, APayloadsLastPartUnderTheWakeMarkIsRead) {
   });
   const auto* bytes = reinterpret_cast<const uint8_t*>(want.data());
   ASSERT_TRUE(SendAll(worker, {{bytes, first}}).ok());
-  // The first part delivered and at least a MiB of it taken (what the first wake takes):
-  // under a quarter MiB is left queued, so the last quarter cannot lift the queue to a MiB.
-  for (int i = 0; i < 10000; ++i) {
+  // The first part delivered and the first wake's read done: what is left queued with the
+  // last quarter added stays under a MiB, so the last part cannot lift the queue to the mark.
+  // (The first read takes what had arrived when it woke, a MiB or a little less, so a few
+  // hundred bytes over a quarter MiB may stay queued.)
+  bool set_up = false;
+  for (int i = 0; i < 10000 && !set_up; ++i) {
     int unsent = 0;
     int queued = 0;
     ioctl(worker, SIOCOUTQ, &unsent);
     ioctl(*trainer, FIONREAD, &queued);
-    if (unsent == 0 && static_cast<size_t>(queued) <= last) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    set_up = unsent == 0 && static_cast<size_t>(queued) < first &&
+             static_cast<size_t>(queued) + last < kBulkWakeBytes;
+    if (!set_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!set_up) {
+    shutdown(*trainer, SHUT_RDWR);  // releases the reader
+    reader.join();
+    close(*trainer);
+    FAIL() << "the first part was never delivered and read in part";
   }
   ASSERT_TRUE(SendAll(worker, {{bytes + first, last}}).ok());
   for (int i = 0; i < 20000 && !done; ++i)
