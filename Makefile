@@ -11,7 +11,8 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 SANITIZE ?=
 BUILD_TYPE ?= Release
-# Sanitizer builds use clang (docs/testing.md says why); an address build also carries
+# Sanitizer builds use clang (docs/testing.md says why), at -O1 (CMakeLists.txt sets the
+# RelWithDebInfo flags of a sanitizer build); an address build also carries
 # the fuzz targets (SLUICE_FUZZ), so `make test-asan` and `make fuzz` share build-address-undefined/.
 SAN_CXX ?= clang++-14
 ifeq ($(SANITIZE),)
