@@ -50,29 +50,59 @@ class AutoplanTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    Result r = RunSluice({"gen-data", "--kind", "jpeg", "--count", "240", "--out",
-                          (dir_->path() / "data").string(), "--width", "480", "--height", "360",
-                          "--classes", "4", "--seed", "7", "--threads", "2"},
-                         dir_->path());
-    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    // The data is read where it was made, not copied: a sample's digest covers its path
+    // (read_file's output), so the shared digests below hold only for the same paths.
+    StatusOr<fs::path> data = SharedGenData(GenDataArgs(), dir_->path());
+    ASSERT_TRUE(data.ok()) << data.status();
+    data_root_ = new fs::path(*data);
     spec_path_ = new std::string((dir_->path() / "heavy.yaml").string());
-    std::ofstream(*spec_path_) << HeavyPipelineYaml(dir_->path(), /*epochs=*/3);
-    Result local = RunSluice({"run", *spec_path_, "--dump-checksum"}, dir_->path());
-    ASSERT_EQ(local.exit_code, 0) << Describe(local);
-    local_digests_ = new std::string(local.out);
+    std::ofstream(*spec_path_) << HeavyPipelineYaml(*data_root_, /*epochs=*/3);
     // More epochs keep a run going long enough to see a worker leave or join and re-plan.
     long_spec_path_ = new std::string((dir_->path() / "long.yaml").string());
-    std::ofstream(*long_spec_path_) << HeavyPipelineYaml(dir_->path(), /*epochs=*/16);
-    Result long_local = RunSluice({"run", *long_spec_path_, "--dump-checksum"}, dir_->path());
-    ASSERT_EQ(long_local.exit_code, 0) << Describe(long_local);
-    long_digests_ = new std::string(long_local.out);
+    std::ofstream(*long_spec_path_) << HeavyPipelineYaml(*data_root_, /*epochs=*/16);
+  }
+
+  // A worker (WorkerProcess::Start) that may read the data set's files.
+  static std::unique_ptr<WorkerProcess> StartWorker(int port, int threads,
+                                                    std::vector<std::string> extra = {}) {
+    extra.push_back("--data-root");
+    extra.push_back(data_root_->string());
+    return WorkerProcess::Start(dir_->path(), port, threads, extra);
   }
   static void TearDownTestSuite() {
     delete long_digests_;
+    long_digests_ = nullptr;
     delete long_spec_path_;
-    delete local_digests_;
     delete spec_path_;
+    delete data_root_;
     delete dir_;
+  }
+
+  // The data set: 240 JPEGs of 480x360 in 4 classes.
+  static std::vector<std::string> GenDataArgs() {
+    return {"gen-data", "--kind",    "jpeg", "--count",   "240", "--width", "480",
+            "--height", "360",       "--classes", "4",    "--seed",  "7",   "--threads", "2"};
+  }
+
+  // The per-sample digests of the 16-epoch pipeline run all-local: what an offloading run
+  // must deliver, each sample once. Made on first use, once a build (SharedFolder): only the
+  // tests that check delivery need it, and each test runs in a process of its own.
+  static const std::string& LongDigests() {
+    if (long_digests_ == nullptr) {
+      const std::string key = "autoplan digests " + ReadAll(*long_spec_path_);
+      StatusOr<fs::path> made = SharedFolder(
+          key,
+          [](const fs::path& out) -> Status {
+            Result local = RunSluice({"run", *long_spec_path_, "--dump-checksum"}, dir_->path());
+            if (local.exit_code != 0) return absl::InternalError(Describe(local));
+            std::ofstream(out / "digests.txt") << local.out;
+            return absl::OkStatus();
+          },
+          dir_->path());
+      EXPECT_TRUE(made.ok()) << made.status();
+      long_digests_ = new std::string(made.ok() ? ReadAll(*made / "digests.txt") : "");
+    }
+    return *long_digests_;
   }
 
   static nlohmann::json Json(const std::string& path) {
@@ -104,7 +134,7 @@ class AutoplanTest : public ::testing::Test {
   static pid_t SpawnEndlessTrain(const std::string& name, const std::string& workers,
                                  const std::vector<std::string>& extra) {
     const std::string endless = (dir_->path() / "endless.yaml").string();
-    if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(dir_->path(), -1);
+    if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(*data_root_, -1);
     std::vector<std::string> args = {
         "train", endless, "--workers", workers, "--policy", "sluice", "--accelerator-ms", "1",
         "--steps", "100000000", "--threads", "1", "--measure-s", "0.4",
@@ -124,7 +154,7 @@ class AutoplanTest : public ::testing::Test {
   // flight when the stop came).
   static void ExpectExactlyOnceSoFar(const std::string& digests) {
     std::map<std::string, std::string> local;  // "epoch index" -> digest
-    std::istringstream local_lines(*long_digests_);
+    std::istringstream local_lines(LongDigests());
     std::string e, i, d;
     while (local_lines >> e && e != "all") {
       local_lines >> i >> d;
@@ -148,20 +178,20 @@ class AutoplanTest : public ::testing::Test {
   }
 
   static TempDir* dir_;
+  static fs::path* data_root_;  // the shared folder holding data/
   static std::string* spec_path_;
-  static std::string* local_digests_;
   static std::string* long_spec_path_;
   static std::string* long_digests_;
 };
 
 TempDir* AutoplanTest::dir_ = nullptr;
+fs::path* AutoplanTest::data_root_ = nullptr;
 std::string* AutoplanTest::spec_path_ = nullptr;
-std::string* AutoplanTest::local_digests_ = nullptr;
 std::string* AutoplanTest::long_spec_path_ = nullptr;
 std::string* AutoplanTest::long_digests_ = nullptr;
 
 TEST_F(AutoplanTest, PlanPrintsMeasurementsCandidatesAndAPlan) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  auto worker = StartWorker(0, 2);
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "plan.json").string();
   Result r = RunSluice({"plan", *spec_path_, "--workers", worker->address(), "--accelerator-ms",
@@ -204,7 +234,7 @@ TEST_F(AutoplanTest, PlanWithAnUnreachableWorkerWarnsAndPlansWithoutIt) {
 }
 
 TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  auto worker = StartWorker(0, 2);
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "sluice.json").string();
   // The long data set: three epochs had ended on a fast machine before the new Loader's
@@ -214,7 +244,7 @@ TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
                         "--metric-store", "off", "--dump-checksum", "--json", json_path},
                        dir_->path());
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(r.out, *long_digests_);
+  EXPECT_EQ(r.out, LongDigests());
   const nlohmann::json j = Json(json_path);
   ASSERT_GE(j["timeline"].size(), 1u) << j.dump(2);
   EXPECT_EQ(j["timeline"][0]["kind"], "initial");
@@ -248,7 +278,7 @@ TEST_F(AutoplanTest, SluiceOffloadsAStalledPipelineAndDeliversEverySampleOnce) {
 }
 
 TEST_F(AutoplanTest, SluiceUsesNoWorkerWithoutAStall) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 1);
+  auto worker = StartWorker(0, 1);
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "slow.json").string();
   Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy", "auto",
@@ -266,7 +296,7 @@ TEST_F(AutoplanTest, SluiceUsesNoWorkerWithoutAStall) {
 }
 
 TEST_F(AutoplanTest, MetricStorePlansFromStoredCostsAndIgnoresACorruptEntry) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  auto worker = StartWorker(0, 2);
   ASSERT_NE(worker, nullptr);
   const fs::path store = dir_->path() / "store";
   // Each run trains until its first plan is made (the --events stream says so), then is
@@ -314,7 +344,7 @@ TEST_F(AutoplanTest, MetricStorePlansFromStoredCostsAndIgnoresACorruptEntry) {
 }
 
 TEST_F(AutoplanTest, FastFlowRunsItsProfilingRunsAndEndsWithAPlan) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  auto worker = StartWorker(0, 2);
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "fastflow.json").string();
   Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy",
@@ -350,7 +380,7 @@ TEST_F(AutoplanTest, FastFlowRunsItsProfilingRunsAndEndsWithAPlan) {
 // floats, 111 KB) fit. The failed profiling runs are recorded with their errors and left out
 // of the decision, instead of failing the whole run.
 TEST_F(AutoplanTest, FastFlowLeavesOutACandidateThatCannotRunHere) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2, {"--max-message-bytes", "300000"});
+  auto worker = StartWorker(0, 2, {"--max-message-bytes", "300000"});
   ASSERT_NE(worker, nullptr);
   const std::string json_path = (dir_->path() / "fastflow-limit.json").string();
   Result r = RunSluice({"train", *spec_path_, "--workers", worker->address(), "--policy",
@@ -376,7 +406,7 @@ TEST_F(AutoplanTest, FastFlowLeavesOutACandidateThatCannotRunHere) {
 }
 
 TEST_F(AutoplanTest, AWorkerKilledMidRunTriggersAReplanAndTheEpochStaysExact) {
-  auto worker = WorkerProcess::Start(dir_->path(), 0, 2);
+  auto worker = StartWorker(0, 2);
   ASSERT_NE(worker, nullptr);
   const fs::path events = dir_->path() / "killed.events";
   const pid_t pid = SpawnEndlessTrain("killed", worker->address(), {});
@@ -426,7 +456,7 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
   std::unique_ptr<WorkerProcess> worker;
   bool joined = false;
   if (planned) {
-    worker = WorkerProcess::Start(dir_->path(), port, 2);
+    worker = StartWorker(port, 2);
     joined = WaitFor(
         [&] {
           for (const nlohmann::json& e : Decisions(events)) {
@@ -463,11 +493,11 @@ TEST_F(AutoplanTest, AWorkerStartedLateJoinsThePlan) {
 // with the three quarters of the worker it is entitled to (not the whole worker), both run
 // on, and each delivers its samples exactly once.
 TEST_F(AutoplanTest, TwoTrainersShareAWorkerAndTheSecondPlansWithItsShare) {
-  std::unique_ptr<WorkerProcess> worker = WorkerProcess::Start(dir_->path(), 0, 1);
+  std::unique_ptr<WorkerProcess> worker = StartWorker(0, 1);
   ASSERT_NE(worker, nullptr);
   const double budget = std::min(1.0, ProbeCpuBudget().cpus());  // the worker's (--threads 1)
   const std::string endless = (dir_->path() / "endless.yaml").string();
-  if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(dir_->path(), -1);
+  if (!fs::exists(endless)) std::ofstream(endless) << HeavyPipelineYaml(*data_root_, -1);
   const fs::path events = dir_->path() / "first.events";
   const pid_t first = SpawnSluice(
       {"train", endless, "--workers", worker->address(), "--policy",
@@ -498,7 +528,7 @@ TEST_F(AutoplanTest, TwoTrainersShareAWorkerAndTheSecondPlansWithItsShare) {
   ASSERT_TRUE(served) << err;
   EXPECT_TRUE(went_on) << err;
   ASSERT_EQ(second.exit_code, 0) << Describe(second);
-  EXPECT_EQ(second.out, *long_digests_);
+  EXPECT_EQ(second.out, LongDigests());
   const nlohmann::json j = Json(json_path);
   const nlohmann::json& measured = j["profile"]["measured"];
   ASSERT_EQ(measured["workers"].size(), 1u) << j["profile"].dump(2);
@@ -519,7 +549,7 @@ TEST_F(AutoplanTest, TwoTrainersShareAWorkerAndTheSecondPlansWithItsShare) {
 TEST_F(AutoplanTest, WorkersListedInAFileJoinAndLeaveThePlan) {
   const int port = FreePort();
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  std::unique_ptr<WorkerProcess> worker = WorkerProcess::Start(dir_->path(), port, 2);
+  std::unique_ptr<WorkerProcess> worker = StartWorker(port, 2);
   ASSERT_NE(worker, nullptr);
   const fs::path pool = dir_->path() / "pool.workers";
   // Replaced whole (a rename), as a tool that maintains such a file should.

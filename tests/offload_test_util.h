@@ -10,7 +10,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +36,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sluice/core/element.h"
+#include "sluice/core/status.h"
 #include "sluice/pipeline/local_executor.h"
 #include "sluice/pipeline/spec.h"
 #include "sluice/runtime/loader.h"
@@ -287,13 +291,109 @@ class WorkerProcess {
   std::thread throttle_;
 };
 
-// Writes `count` 160x120 JPEGs in 4 class folders under `dir`/data with `sluice gen-data`.
+// A folder that `make` fills, made once per `key` and shared by the test processes of one
+// build. ctest runs every test in a process of its own, so a fixture's set-up runs once a
+// test: under ASan, writing the autoplan tests' 240 JPEGs took 37 CPU-seconds a process.
+// The folder lives under $SLUICE_TEST_CACHE (ctest sets it to the build's test-cache/), in a
+// subfolder for the sluice binary's size and modification time, so a rebuilt binary makes
+// everything afresh (and the old binary's folders are removed). The first process to ask
+// makes it under an exclusive flock on the key's lock file, the others wait on that lock
+// (the kernel releases it if the maker dies) and then find it made; a `make` that fails
+// leaves nothing behind and the next process tries again. Without the variable (a test
+// binary run by hand) the folder is made under `scratch`, unshared. Callers only read it:
+// a test that changes its data copies it first (CopySharedData).
+inline StatusOr<fs::path> SharedFolder(const std::string& key,
+                                       const std::function<Status(const fs::path&)>& make,
+                                       const fs::path& scratch) {
+  const char* root_env = std::getenv("SLUICE_TEST_CACHE");
+  const std::string name = absl::StrCat(std::hash<std::string>{}(key));
+  if (root_env == nullptr || *root_env == 0) {
+    const fs::path dir = scratch / ("shared-" + name);
+    if (fs::exists(dir / ".made")) return dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (Status s = make(dir); !s.ok()) return s;
+    std::ofstream(dir / ".made") << key;
+    return dir;
+  }
+  struct stat st {};
+  if (stat(SLUICE_BINARY, &st) != 0) return absl::InternalError("cannot stat " SLUICE_BINARY);
+  const std::string build = absl::StrCat("sluice-", st.st_size, "-", st.st_mtim.tv_sec, "-",
+                                         st.st_mtim.tv_nsec);
+  const fs::path root = root_env;
+  std::error_code ec;
+  fs::create_directories(root / build, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot make ", (root / build).string()));
+  // Holds a lock file open under an exclusive flock until it goes out of scope.
+  struct Locked {
+    explicit Locked(const fs::path& path) : fd(open(path.c_str(), O_CREAT | O_RDWR, 0644)) {
+      if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        fd = -1;
+      }
+    }
+    ~Locked() {
+      if (fd >= 0) close(fd);  // closing releases the lock
+    }
+    int fd;
+  };
+  {
+    Locked all(root / ".lock");
+    if (all.fd < 0) return absl::InternalError("cannot lock " + (root / ".lock").string());
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      if (entry.is_directory() && entry.path().filename() != build) fs::remove_all(entry, ec);
+    }
+  }
+  const fs::path dir = root / build / name;
+  Locked one(root / build / (name + ".lock"));
+  if (one.fd < 0) return absl::InternalError("cannot lock " + dir.string());
+  if (fs::exists(dir / ".made")) return dir;
+  fs::remove_all(dir, ec);  // a maker that failed or died
+  fs::create_directories(dir, ec);
+  if (Status s = make(dir); !s.ok()) {
+    fs::remove_all(dir, ec);
+    return s;
+  }
+  std::ofstream(dir / ".made") << key;
+  return dir;
+}
+
+// `sluice gen-data ARGS --out FOLDER/data`, shared as SharedFolder says: the folder that
+// holds data/.
+inline StatusOr<fs::path> SharedGenData(const std::vector<std::string>& args,
+                                        const fs::path& scratch) {
+  std::string key = "gen-data";
+  for (const std::string& a : args) absl::StrAppend(&key, " ", a);
+  return SharedFolder(
+      key,
+      [&](const fs::path& dir) -> Status {
+        std::vector<std::string> all = args;
+        all.push_back("--out");
+        all.push_back((dir / "data").string());
+        Result r = RunSluice(all, scratch);
+        if (r.exit_code != 0) return absl::InternalError(Describe(r));
+        return absl::OkStatus();
+      },
+      scratch);
+}
+
+// Copies `from`/data (a SharedGenData folder) to `to`/data, for a test that reads it through
+// a worker whose data root is `to` or changes it.
+inline void CopySharedData(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::copy(from / "data", to / "data", fs::copy_options::recursive, ec);
+  ASSERT_FALSE(ec) << "copying " << (from / "data") << " to " << to << ": " << ec.message();
+}
+
+// Writes `count` 160x120 JPEGs in 4 class folders under `dir`/data with `sluice gen-data`
+// (made once a build and copied: SharedGenData).
 inline void GenerateImages(const fs::path& dir, int count) {
-  Result r = RunSluice({"gen-data", "--kind", "jpeg", "--count", std::to_string(count), "--out",
-                        (dir / "data").string(), "--width", "160", "--height", "120", "--classes",
-                        "4", "--seed", "3", "--threads", "2"},
-                       dir);
-  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  StatusOr<fs::path> made =
+      SharedGenData({"gen-data", "--kind", "jpeg", "--count", std::to_string(count), "--width",
+                     "160", "--height", "120", "--classes", "4", "--seed", "3", "--threads", "2"},
+                    dir);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CopySharedData(*made, dir);
 }
 
 // The standard pipeline (five ops) over the data set, batches of `batch`.
