@@ -79,6 +79,37 @@ TEST_F(OffloadIdentityTest, ReceivedSamplesAreNormalizedIntoTheirBatchSlots) {
   }
 }
 
+// At the pipeline's end (cut 5) the local prefix and the received samples fill slot buffers
+// of their own and the merge interleaves them: each batch is still one buffer, a view (but
+// for the two buffers the end of the data leaves part-filled), and every sample comes once
+// with its all-local content.
+TEST_F(OffloadIdentityTest, AMixedPlanAtThePipelinesEndBatchesOneSlotBufferAtATime) {
+  // Messages of 40 KB at most make the worker's chunks a sample or two (12 KB of floats each),
+  // so its samples reach the merge one by one between the local ones.
+  auto worker = WorkerProcess::Start(dir_->path(), /*port=*/0, /*threads=*/2,
+                                     {"--max-message-bytes", "40000"});
+  ASSERT_NE(worker, nullptr);
+  const pipeline::PipelineSpec spec =
+      StandardSpec(dir_->path(), /*deterministic=*/false, /*batch=*/8, /*epochs=*/4);
+  const std::map<SampleId, std::string> expected = SamplesById(DrainLocal(spec));
+  ASSERT_EQ(expected.size(), 256u);
+  runtime::LoaderOptions plan = Plan({worker->address()}, /*cut=*/5, /*ratio=*/0.5, nullptr);
+  plan.split_size = 32;  // a split each side at once: their samples interleave in the merge
+  auto loader = runtime::Loader::Create(spec, plan);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<Element> got;
+  ASSERT_TRUE(Drain(**loader, &got).ok());
+  EXPECT_TRUE(SamplesById(got) == expected);
+  const runtime::LoaderReport report = (*loader)->Report();
+  EXPECT_GT(report.workers[0].samples, 0);
+  EXPECT_GT(report.samples_local, 0);
+  EXPECT_EQ(report.batches_out, 32);
+  // Received samples land in slots only off the bulk data channel (a trainer that could not
+  // reach it takes them whole from the stream, each chunk a buffer of its own).
+  ASSERT_TRUE(report.workers[0].bulk) << "the bulk data channel did not connect";
+  EXPECT_GE(report.batches_in_place, report.batches_out - 2) << "of " << report.batches_out;
+}
+
 TEST_F(OffloadIdentityTest, FirstComeRunsDeliverTheSameSamplesAsTheLocalRun) {
   auto a = WorkerProcess::Start(dir_->path());
   auto b = WorkerProcess::Start(dir_->path());

@@ -467,6 +467,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     j["duplicates_dropped"] = report.duplicates_dropped;
     j["requeued_samples"] = report.requeued_samples;
     j["skipped"] = report.skipped;
+    j["batches_in_place"] = report.batches_in_place;
     j["shuffle_buffer_peak_samples"] = report.shuffle_buffer_peak_samples;
     j["shuffle_buffer_peak_bytes"] = report.shuffle_buffer_peak_bytes;
     j["warnings"] = report.warnings;

@@ -311,88 +311,119 @@ int KeyField(const Element& e) {
   return key;
 }
 
+// The slot buffer `e`'s largest tensor is in: one that holds `size` of it (BatchSlots
+// allocates a batch's worth); nullptr when its buffer is its own, or a received chunk's.
+const Buffer* SlotBufferOf(const Element& e, int64_t size) {
+  const int f = KeyField(e);
+  if (f < 0) return nullptr;
+  const Tensor& t = e.tensors[static_cast<size_t>(f)];
+  const size_t n = t.nbytes();
+  if (n == 0 || t.buffer()->size() < n * static_cast<size_t>(size)) return nullptr;
+  return t.buffer().get();
+}
+
 }  // namespace
 
-Status BatchIterator::GatherOneBuffer(std::vector<Element>& members) {
-  const int f = KeyField(members.front());
-  if (f < 0) return absl::OkStatus();
-  const auto buffer_of = [f](const Element& e) -> const Buffer* {
-    return f < static_cast<int>(e.tensors.size()) ? e.tensors[f].buffer().get() : nullptr;
-  };
-  // The buffer most members are in: the batch's own, the others overtook its last slots.
-  std::map<const Buffer*, int64_t> count;
-  for (const Element& m : members) ++count[buffer_of(m)];
-  const Buffer* main = nullptr;
-  int64_t in_main = 0;
-  for (const auto& [buffer, n] : count) {
-    if (buffer != nullptr && n > in_main) {
-      main = buffer;
-      in_main = n;
+void BatchIterator::TakeGroup(const Buffer* group, size_t max, std::vector<Element>* out) {
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return;
+  for (auto it = waiting_.begin(); it != waiting_.end() && max > 0;) {
+    if (it->group != group) {
+      ++it;
+      continue;
+    }
+    out->push_back(std::move(it->element));
+    it = waiting_.erase(it);
+    --max;
+    if (--g->second == 0) {
+      groups_.erase(g);
+      return;
     }
   }
-  // Only a batch's edge: its own buffer and the next one's first slots, in more than half of
-  // it (members in tensors of their own, as without slots, each have a buffer: nothing to
-  // gather there). And not with members already waiting, so what waits stays under a batch.
-  const bool edge = count.size() == 2 && 2 * in_main > options_.size;
-  if (main == nullptr || (count.size() > 1 && (!edge || !carry_.empty()))) {
-    return absl::OkStatus();
-  }
-  std::vector<Element> extra;
-  for (int64_t read = 0; in_main < options_.size && read < options_.size && !done_; ++read) {
+}
+
+StatusOr<std::vector<Element>> BatchIterator::NextGathered() {
+  const size_t size = static_cast<size_t>(options_.size);
+  const size_t streams = static_cast<size_t>(std::max(1, options_.slot_streams));
+  // Every producer's buffer being filled and the next one's first slots (two a stream at a
+  // batch's edge), and one batch more.
+  const size_t max_waiting = size * (2 * streams + 1);
+  std::vector<Element> members;
+  members.reserve(size);
+  for (;;) {
+    // A whole buffer, in slot order: stacking it is a view.
+    for (const auto& [group, count] : groups_) {
+      if (group == nullptr || count < options_.size) continue;
+      const Buffer* whole = group;
+      TakeGroup(whole, size, &members);
+      const int f = KeyField(members.front());
+      std::sort(members.begin(), members.end(), [f](const Element& a, const Element& b) {
+        return a.tensors[f].offset() < b.tensors[f].offset();
+      });
+      return members;
+    }
+    auto loose = groups_.find(nullptr);
+    if (loose != groups_.end() && loose->second >= options_.size) {
+      TakeGroup(nullptr, size, &members);
+      return members;
+    }
+    // A copy, the oldest element's group first, then the oldest of the rest: at the end of
+    // the input; when more wait than the bound; or when the oldest waited until a sample two
+    // epochs after its own was read, so that every epoch but the last two the batcher has
+    // reached is delivered whole (a buffer that stopped filling: a sample dropped after
+    // taking its slot, a producer that stopped). A mere pause of a producer is no reason:
+    // waiting costs the batches of the others nothing, a copy would.
+    const bool stale =
+        !waiting_.empty() && static_cast<uint64_t>(waiting_.front().element.id.epoch) + 2 <=
+                                 static_cast<uint64_t>(newest_epoch_);
+    // (Short only at the end: a stale group with fewer than a batch waiting reads on.)
+    if (!waiting_.empty() &&
+        (done_ || ((stale || waiting_.size() > max_waiting) && waiting_.size() >= size))) {
+      TakeGroup(waiting_.front().group, size, &members);
+      while (members.size() < size && !waiting_.empty()) {
+        TakeGroup(waiting_.front().group, size - members.size(), &members);
+      }
+      return members;
+    }
+    if (done_) return members;  // nothing waits
     Element e;
     SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
-    if (!got) break;
-    if (buffer_of(e) == main) ++in_main;
-    extra.push_back(std::move(e));
+    if (!got) continue;
+    newest_epoch_ = std::max(newest_epoch_, static_cast<int64_t>(e.id.epoch));
+    const Buffer* group = SlotBufferOf(e, options_.size);
+    ++groups_[group];
+    waiting_.push_back({std::move(e), group});
   }
-  if (in_main == options_.size) {
-    std::vector<Element> batch;
-    batch.reserve(members.size());
-    for (std::vector<Element>* from : {&members, &extra}) {
-      for (Element& e : *from) {
-        if (buffer_of(e) == main) {
-          batch.push_back(std::move(e));
-        } else {
-          carry_.push_back(std::move(e));
-        }
-      }
-    }
-    std::sort(batch.begin(), batch.end(), [f](const Element& a, const Element& b) {
-      return a.tensors[f].offset() < b.tensors[f].offset();
-    });
-    members = std::move(batch);
-    return absl::OkStatus();
-  }
-  for (Element& e : extra) carry_.push_back(std::move(e));
-  return absl::OkStatus();
 }
 
 Status BatchIterator::GetNext(Element* out, bool* end_of_stream) {
   if (cancelled_.load(std::memory_order_relaxed)) {
     return absl::CancelledError("pipeline cancelled");
   }
-  if (done_ && carry_.empty()) {
-    *end_of_stream = final_status_.ok();
-    return final_status_;
-  }
   std::vector<Element> members;
-  members.reserve(static_cast<size_t>(options_.size));
-  while (static_cast<int64_t>(members.size()) < options_.size && !carry_.empty()) {
-    members.push_back(std::move(carry_.front()));
-    carry_.pop_front();
-  }
-  while (static_cast<int64_t>(members.size()) < options_.size && !done_) {
-    Element e;
-    SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
-    if (!got) break;
-    members.push_back(std::move(e));
-  }
-  if (options_.order_free && static_cast<int64_t>(members.size()) == options_.size) {
-    SLUICE_RETURN_IF_ERROR(GatherOneBuffer(members));
+  if (options_.order_free) {
+    if (done_ && waiting_.empty()) {
+      *end_of_stream = final_status_.ok();
+      return final_status_;
+    }
+    SLUICE_ASSIGN_OR_RETURN(members, NextGathered());
+  } else {
+    if (done_) {
+      *end_of_stream = final_status_.ok();
+      return final_status_;
+    }
+    members.reserve(static_cast<size_t>(options_.size));
+    while (static_cast<int64_t>(members.size()) < options_.size && !done_) {
+      Element e;
+      SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
+      if (!got) break;
+      members.push_back(std::move(e));
+    }
   }
   if (members.empty() ||
       (options_.drop_remainder && static_cast<int64_t>(members.size()) < options_.size)) {
-    carry_.clear();
+    waiting_.clear();
+    groups_.clear();
     *end_of_stream = true;
     return absl::OkStatus();
   }
@@ -400,7 +431,8 @@ Status BatchIterator::GetNext(Element* out, bool* end_of_stream) {
   if (!batch.ok()) {
     done_ = true;
     final_status_ = batch.status();
-    carry_.clear();
+    waiting_.clear();
+    groups_.clear();
     return final_status_;
   }
   *out = *std::move(batch);

@@ -40,13 +40,20 @@ struct BatchOptions {
   // Counts the batches with a field whose members were already side by side in one buffer
   // (written into their slots, core/batch_slots.h), so stacking it was no copy. May be null.
   std::atomic<int64_t>* in_place = nullptr;
-  // The members' order is free (an unordered map before the batcher). Then a batch whose
-  // members came from two slot buffers (a sample that finished out of turn at a batch's edge,
-  // core/batch_slots.h) reads on until one buffer's slots are all there, at most `size` more
-  // elements, and is made of that buffer's members in slot order, a view instead of a copy;
-  // the others wait for the next batch. A slot that never comes (a sample dropped after
-  // taking it, the end of the stream) ends the wait and the batch is copied as before.
+  // The members' order is free (an unordered map before the batcher). Then the batcher
+  // groups what it reads by the slot buffer it was written into (core/batch_slots.h) and
+  // makes each batch of one buffer's slots, in slot order: a view instead of a copy, however
+  // the streams that fill buffers interleave and whichever sample finished out of turn.
+  // Elements not in a slot buffer are batched together as they come. The samples of a
+  // buffer that never fills (a sample dropped after taking its slot, a producer that stopped)
+  // are batched by copying, with the oldest others, once a sample two epochs after theirs is
+  // read (so every epoch but the last two reached is delivered whole), at the end of the
+  // input, or once more than `size` x (2 slot_streams + 1) elements wait (two buffers a
+  // producer at an edge, and one): what waits, and the buffers it holds, stay bounded.
   bool order_free = false;
+  // With order_free: how many producers take slot buffers of their own and fill them at once
+  // (the trainer's local prefix and the received samples: 2; one map: 1).
+  int slot_streams = 1;
 };
 
 // The schema of the batches made from elements of `input`: a leading batch dimension
@@ -80,9 +87,11 @@ class BatchIterator : public Iterator {
   // The next element of the input into `out` (false at its end, which sets done_). An error
   // other than cancellation is kept as the final status.
   StatusOr<bool> Read(Element* out);
-  // BatchOptions::order_free: makes `members` (a full batch) one slot buffer's members in
-  // slot order where reading on completes that buffer; the rest go to carry_.
-  Status GatherOneBuffer(std::vector<Element>& members);
+  // BatchOptions::order_free: the next batch's members, by the rules there; empty at the end.
+  StatusOr<std::vector<Element>> NextGathered();
+  // Moves the waiting elements of group `group` (nullptr: the loose ones) to `out`, oldest
+  // first, at most `max`.
+  void TakeGroup(const Buffer* group, size_t max, std::vector<Element>* out);
 
   std::unique_ptr<Iterator> input_;
   const BatchOptions options_;
@@ -90,7 +99,15 @@ class BatchIterator : public Iterator {
   std::atomic<bool> cancelled_{false};
   bool done_ = false;
   Status final_status_;
-  std::deque<Element> carry_;  // read, for a later batch (order_free)
+  // order_free: what was read and waits for its batch, oldest first, with the slot buffer it
+  // is in (nullptr: none); how many wait a buffer; the newest epoch read.
+  struct Waiting {
+    Element element;
+    const Buffer* group;
+  };
+  std::deque<Waiting> waiting_;
+  std::map<const Buffer*, int64_t> groups_;
+  int64_t newest_epoch_ = 0;
 };
 
 }  // namespace sluice::pipeline

@@ -309,7 +309,8 @@ TEST(BatchTest, MembersOutOfTheirSlotOrderAreCopiedInTheBatchOrder) {
 // Elements `order` (each a slot number) written into slots of buffers of `per_buffer` slots,
 // as two map threads hand them over when one finishes out of turn; field 0 is the slot.
 std::vector<Element> InSlots(const std::vector<int>& order, int per_buffer,
-                             std::vector<std::shared_ptr<Buffer>>* buffers) {
+                             std::vector<std::shared_ptr<Buffer>>* buffers,
+                             int per_epoch = 0) {
   int most = 0;
   for (int slot : order) most = std::max(most, slot + 1);
   for (int b = 0; b * per_buffer < most; ++b) {
@@ -324,6 +325,8 @@ std::vector<Element> InSlots(const std::vector<int>& order, int per_buffer,
                                         static_cast<size_t>(slot % per_buffer) * 6);
     EXPECT_TRUE(img.ok());
     out.push_back(MakeElement(slot, {Filled(DType::kI32, {}, slot), *img}));
+    // The epoch: the element's place in `order` over `per_epoch` (0: all in epoch 0).
+    if (per_epoch > 0) out.back().id.epoch = static_cast<uint32_t>((out.size() - 1) / per_epoch);
   }
   return out;
 }
@@ -331,16 +334,19 @@ std::vector<Element> InSlots(const std::vector<int>& order, int per_buffer,
 // The batches of `order` with BatchOptions::order_free: their slots (field 0) in batch order,
 // each batch's image bytes checked against its slots, and how many were views.
 std::vector<std::vector<int>> OrderFreeBatches(const std::vector<int>& order, int64_t size,
-                                               int64_t* in_place_count) {
+                                               int64_t* in_place_count, int slot_streams = 1,
+                                               int per_epoch = 0) {
   std::vector<std::shared_ptr<Buffer>> buffers;
   Schema schema({{"slot", DType::kI32, {}}, {"img", DType::kU8, {2, 3}}});
   BatchOptions options;
   options.size = size;
   options.order_free = true;
+  options.slot_streams = slot_streams;
   std::atomic<int64_t> in_place{0};
   options.in_place = &in_place;
   StatusOr<std::unique_ptr<BatchIterator>> it = BatchIterator::Create(
-      std::make_unique<VectorIterator>(schema, InSlots(order, static_cast<int>(size), &buffers)),
+      std::make_unique<VectorIterator>(
+          schema, InSlots(order, static_cast<int>(size), &buffers, per_epoch)),
       options);
   EXPECT_TRUE(it.ok());
   std::vector<std::vector<int>> out;
@@ -366,14 +372,9 @@ TEST(BatchTest, AnOrderFreeBatchIsMadeOfOneBuffersSlotsWhenASampleOvertookItsEdg
   EXPECT_EQ(in_place, 3);
 }
 
-TEST(BatchTest, AnOrderFreeBatchWhoseSlotNeverComesIsCopiedAndNothingIsLost) {
-  // Slot 3 was taken by a sample that was then dropped: its buffer never fills. Reading on
-  // stops after a batch's worth, that batch is copied as it came, and every other sample
-  // comes once. (The batches after it straddle two buffers and are copied, as without
-  // order_free: slots are consecutive and a batch is a whole buffer or a copy.)
-  int64_t in_place = 0;
-  const std::vector<std::vector<int>> batches =
-      OrderFreeBatches({0, 1, 4, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 4, &in_place);
+// The batches' members, sorted, and their sizes in batch order.
+std::pair<std::vector<int>, std::vector<size_t>> SeenAndSizes(
+    const std::vector<std::vector<int>>& batches) {
   std::vector<int> seen;
   std::vector<size_t> sizes;
   for (const std::vector<int>& b : batches) {
@@ -381,9 +382,97 @@ TEST(BatchTest, AnOrderFreeBatchWhoseSlotNeverComesIsCopiedAndNothingIsLost) {
     seen.insert(seen.end(), b.begin(), b.end());
   }
   std::sort(seen.begin(), seen.end());
+  return {seen, sizes};
+}
+
+TEST(BatchTest, AnOrderFreeBatchWhoseSlotNeverComesIsCopiedAndNothingIsLost) {
+  // Slot 3 was taken by a sample that was then dropped: its buffer never fills. The buffers
+  // after it are whole batches, views; the three that wait for slot 3 come last (the end of
+  // the stream ends their wait), and every sample comes once.
+  int64_t in_place = 0;
+  const std::vector<std::vector<int>> batches =
+      OrderFreeBatches({0, 1, 4, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 4, &in_place);
+  const auto [seen, sizes] = SeenAndSizes(batches);
   EXPECT_THAT(seen, ElementsAre(0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   EXPECT_THAT(sizes, ElementsAre(4, 4, 4, 3));
-  EXPECT_THAT(batches[0], ElementsAre(0, 1, 4, 2));
+  EXPECT_THAT(batches[0], ElementsAre(4, 5, 6, 7));
+  EXPECT_THAT(batches[3], ElementsAre(0, 1, 2));
+  EXPECT_EQ(in_place, 4);  // the last three too: side by side in their buffer
+}
+
+TEST(BatchTest, AnOrderFreeBatchWaitsForAHoleUntilASampleTwoEpochsLater) {
+  // The same hole in a long stream of epochs of 8 samples: slots 0-2 wait until the first
+  // sample of epoch 2 is read, then go in a copied batch with the oldest of the rest; the
+  // buffers before it are views, and every sample comes once.
+  std::vector<int> order = {0, 1, 2};
+  for (int slot = 4; slot < 41; ++slot) order.push_back(slot);
+  int64_t in_place = 0;
+  const std::vector<std::vector<int>> batches =
+      OrderFreeBatches(order, 4, &in_place, /*slot_streams=*/1, /*per_epoch=*/8);
+  const auto [seen, sizes] = SeenAndSizes(batches);
+  std::vector<int> expected = order;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  // Read 17th (the first of epoch 2): slot 17. Buffers 4-7, 8-11 and 12-15 went before.
+  ASSERT_GE(batches.size(), 4u);
+  EXPECT_THAT(batches[0], ElementsAre(4, 5, 6, 7));
+  EXPECT_THAT(batches[2], ElementsAre(12, 13, 14, 15));
+  EXPECT_THAT(batches[3], ElementsAre(0, 1, 2, 16));
+  EXPECT_GE(in_place, 3);
+}
+
+TEST(BatchTest, TwoStreamsFillingBuffersOfTheirOwnMakeEveryBatchAView) {
+  // The trainer's local prefix fills buffers 0 and 2, the received samples 1 and 3, and the
+  // merge interleaves them sample by sample; or the received samples pause after slots 4 and
+  // 5 while the local prefix fills buffers 0, 2 and 4, then go on. Every batch is one buffer,
+  // a view.
+  const struct {
+    std::vector<int> order;
+    std::vector<std::vector<int>> batches;
+  } cases[] = {
+      {{0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15},
+       {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}},
+      {{0, 4, 1, 5, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 6, 7},
+       {{0, 1, 2, 3}, {8, 9, 10, 11}, {16, 17, 18, 19}, {4, 5, 6, 7}}},
+  };
+  for (const auto& c : cases) {
+    int64_t in_place = 0;
+    EXPECT_EQ(OrderFreeBatches(c.order, 4, &in_place, /*slot_streams=*/2), c.batches);
+    EXPECT_EQ(in_place, 4);
+  }
+}
+
+TEST(BatchTest, AStaleBufferWithLessThanABatchWaitingReadsOnForAFullBatch) {
+  // Slots 0-1 wait for a buffer that never fills; buffer 4-7 goes; the first sample of epoch
+  // 2 (epochs of 3), slot 8, makes them stale with only three waiting: the copy reads on to a
+  // full batch, and no batch but the last is short.
+  int64_t in_place = 0;
+  const std::vector<std::vector<int>> batches = OrderFreeBatches(
+      {0, 1, 4, 5, 6, 7, 8, 9, 10, 11}, 4, &in_place, /*slot_streams=*/1, /*per_epoch=*/3);
+  const auto [seen, sizes] = SeenAndSizes(batches);
+  EXPECT_THAT(seen, ElementsAre(0, 1, 4, 5, 6, 7, 8, 9, 10, 11));
+  EXPECT_THAT(sizes, ElementsAre(4, 4, 2));
+  EXPECT_THAT(batches[1], ElementsAre(0, 1, 8, 9));
+}
+
+TEST(BatchTest, WhatWaitsForItsBufferIsBounded) {
+  // Three buffers (slots 0-1, 4-5, 8-9 of 4) that never fill while others do not complete
+  // either: once more than 4 x (2 + 1) elements wait, the oldest go in a copy; every sample
+  // comes once.
+  std::vector<int> order;
+  for (int b = 0; b < 8; ++b) {
+    order.push_back(4 * b);
+    order.push_back(4 * b + 1);
+  }
+  int64_t in_place = 0;
+  const std::vector<std::vector<int>> batches = OrderFreeBatches(order, 4, &in_place);
+  const auto [seen, sizes] = SeenAndSizes(batches);
+  std::vector<int> expected = order;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  ASSERT_EQ(batches.size(), 4u);
+  // The first copy left when the 13th element was read: the 12 before it waited.
+  EXPECT_THAT(batches[0], ElementsAre(0, 1, 4, 5));
 }
 
 TEST(BatchTest, WithoutOrderFreeTheBatchesKeepTheInputsOrder) {

@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<Iterator>> AssembleSegment(const PipelineSpec& spec,
     // batcher is already free: a batch may take its members so that they are one buffer's
     // slots (BatchOptions::order_free). Not behind a shuffle buffer (no slots there).
     bo.order_free = !spec.options.deterministic && spec.shuffle_buffer == 0;
+    bo.slot_streams = options.slot_streams;
     SLUICE_ASSIGN_OR_RETURN(it, BatchIterator::Create(std::move(it), std::move(bo)));
   }
   if (options.prefetch && spec.prefetch > 0) {

@@ -46,6 +46,9 @@ struct SegmentOptions {
   // last op writes into batch slots as a segment that batches does, under the same order
   // condition. Batches of `batch_slots_size` samples; 0: none.
   int64_t batch_slots_size = 0;
+  // What feeds the segment's batcher: how many producers fill slot buffers of their own at
+  // once (BatchOptions::slot_streams).
+  int slot_streams = 1;
 };
 
 // The spec's batching as BatchIterator options.

@@ -421,6 +421,8 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
   segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
   segment.shuffle_and_batch = !d.after_batch;  // after the batch cut, batches arrive made
+  // Two producers fill slot buffers at once: the local prefix and the received samples.
+  if (output_slots) segment.slot_streams = 2;
   SLUICE_ASSIGN_OR_RETURN(it, pipeline::AssembleSegment(spec, std::move(it), std::move(segment)));
   d.root = std::move(it);
 
@@ -616,6 +618,7 @@ void AddLoaderReport(LoaderReport& sum, const LoaderReport& r) {
   sum.skipped += r.skipped;
   sum.samples_out += r.samples_out;
   sum.batches_out += r.batches_out;
+  sum.batches_in_place += r.batches_in_place;
   sum.local_ops = r.local_ops;
   sum.shuffle_buffer_peak_samples =
       std::max(sum.shuffle_buffer_peak_samples, r.shuffle_buffer_peak_samples);

@@ -837,10 +837,13 @@ TEST_F(LoaderShardTest, ElasticResumeDeliversTheRestOnceOnANewNumberOfRanks) {
       const std::map<SampleId, std::string> reference = ById(DrainLocal(spec));
       std::set<SampleId> seen;
       std::vector<pipeline::SourceProgress> old;
+      // Padded samples the first batches held (an order-free batcher may bring a rank's last
+      // sample, its pad, forward): they are no epoch's samples, so no progress counts them.
+      int64_t head_pads = 0;
       for (int64_t rank = 0; rank < from; ++rank) {
         Run head = RunRank(spec, Plan({}, 0, 0), rank, from, nullptr, /*batches=*/3);
         ASSERT_EQ(head.batches.size(), 3u) << label;
-        Collect(head.batches, reference, &seen, label);
+        head_pads += Collect(head.batches, reference, &seen, label);
         old.push_back(head.progress);
       }
       StatusOr<pipeline::SourceProgress> merged = pipeline::MergeRankProgress(old);
@@ -851,7 +854,8 @@ TEST_F(LoaderShardTest, ElasticResumeDeliversTheRestOnceOnANewNumberOfRanks) {
       for (const auto& [epoch, bits] : merged->consumed) {
         for (bool bit : bits) remaining[epoch] -= bit ? 1 : 0;
       }
-      EXPECT_EQ(remaining[0] + remaining[1], 2 * static_cast<int64_t>(kTake) - 12 * from);
+      EXPECT_EQ(remaining[0] + remaining[1],
+                2 * static_cast<int64_t>(kTake) - (12 * from - head_pads));
       auto resume = std::make_shared<const pipeline::SourceProgress>(*merged);
       std::vector<pipeline::SourceProgress> done;
       std::set<size_t> batch_counts;
