@@ -86,11 +86,14 @@ TEST_F(OffloadIdentityTest, ReceivedSamplesAreNormalizedIntoTheirBatchSlots) {
 TEST_F(OffloadIdentityTest, AMixedPlanAtThePipelinesEndBatchesOneSlotBufferAtATime) {
   // Messages of 40 KB at most make the worker's chunks a sample or two (12 KB of floats each),
   // so its samples reach the merge one by one between the local ones.
-  auto worker = WorkerProcess::Start(dir_->path(), /*port=*/0, /*threads=*/2,
+  // One epoch of 256 samples: a buffer waits for a worker that lags (a loaded machine) until
+  // the data ends, where in epochs of 64 a lag of two epochs would end its wait with a copy.
+  TempDir dir;
+  GenerateImages(dir.path(), 256);
+  auto worker = WorkerProcess::Start(dir.path(), /*port=*/0, /*threads=*/2,
                                      {"--max-message-bytes", "40000"});
   ASSERT_NE(worker, nullptr);
-  const pipeline::PipelineSpec spec =
-      StandardSpec(dir_->path(), /*deterministic=*/false, /*batch=*/8, /*epochs=*/4);
+  const pipeline::PipelineSpec spec = StandardSpec(dir.path(), /*deterministic=*/false);
   const std::map<SampleId, std::string> expected = SamplesById(DrainLocal(spec));
   ASSERT_EQ(expected.size(), 256u);
   runtime::LoaderOptions plan = Plan({worker->address()}, /*cut=*/5, /*ratio=*/0.5, nullptr);

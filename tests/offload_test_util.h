@@ -307,15 +307,20 @@ inline StatusOr<fs::path> SharedFolder(const std::string& key,
                                        const fs::path& scratch) {
   const char* root_env = std::getenv("SLUICE_TEST_CACHE");
   const std::string name = absl::StrCat(std::hash<std::string>{}(key));
-  if (root_env == nullptr || *root_env == 0) {
-    const fs::path dir = scratch / ("shared-" + name);
+  // `dir` as made before, or made now; a make that fails (or died before) leaves nothing.
+  const auto made_at = [&](const fs::path& dir) -> StatusOr<fs::path> {
     if (fs::exists(dir / ".made")) return dir;
     std::error_code ec;
+    fs::remove_all(dir, ec);
     fs::create_directories(dir, ec);
-    if (Status s = make(dir); !s.ok()) return s;
+    if (Status s = make(dir); !s.ok()) {
+      fs::remove_all(dir, ec);
+      return s;
+    }
     std::ofstream(dir / ".made") << key;
     return dir;
-  }
+  };
+  if (root_env == nullptr || *root_env == 0) return made_at(scratch / ("shared-" + name));
   struct stat st {};
   if (stat(SLUICE_BINARY, &st) != 0) return absl::InternalError("cannot stat " SLUICE_BINARY);
   const std::string build = absl::StrCat("sluice-", st.st_size, "-", st.st_mtim.tv_sec, "-",
@@ -347,15 +352,7 @@ inline StatusOr<fs::path> SharedFolder(const std::string& key,
   const fs::path dir = root / build / name;
   Locked one(root / build / (name + ".lock"));
   if (one.fd < 0) return absl::InternalError("cannot lock " + dir.string());
-  if (fs::exists(dir / ".made")) return dir;
-  fs::remove_all(dir, ec);  // a maker that failed or died
-  fs::create_directories(dir, ec);
-  if (Status s = make(dir); !s.ok()) {
-    fs::remove_all(dir, ec);
-    return s;
-  }
-  std::ofstream(dir / ".made") << key;
-  return dir;
+  return made_at(dir);
 }
 
 // `sluice gen-data ARGS --out FOLDER/data`, shared as SharedFolder says: the folder that

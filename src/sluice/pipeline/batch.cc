@@ -352,10 +352,11 @@ StatusOr<std::vector<Element>> BatchIterator::NextGathered() {
   members.reserve(size);
   for (;;) {
     // A whole buffer, in slot order: stacking it is a view.
-    for (const auto& [group, count] : groups_) {
-      if (group == nullptr || count < options_.size) continue;
-      const Buffer* whole = group;
-      TakeGroup(whole, size, &members);
+    const auto whole = std::find_if(groups_.begin(), groups_.end(), [&](const auto& g) {
+      return g.first != nullptr && g.second >= options_.size;
+    });
+    if (whole != groups_.end()) {
+      TakeGroup(whole->first, size, &members);
       const int f = KeyField(members.front());
       std::sort(members.begin(), members.end(), [f](const Element& a, const Element& b) {
         return a.tensors[f].offset() < b.tensors[f].offset();
@@ -374,8 +375,7 @@ StatusOr<std::vector<Element>> BatchIterator::NextGathered() {
     // taking its slot, a producer that stopped). A mere pause of a producer is no reason:
     // waiting costs the batches of the others nothing, a copy would.
     const bool stale =
-        !waiting_.empty() && static_cast<uint64_t>(waiting_.front().element.id.epoch) + 2 <=
-                                 static_cast<uint64_t>(newest_epoch_);
+        !waiting_.empty() && uint64_t{waiting_.front().element.id.epoch} + 2 <= newest_epoch_;
     // (Short only at the end: a stale group with fewer than a batch waiting reads on.)
     if (!waiting_.empty() &&
         (done_ || ((stale || waiting_.size() > max_waiting) && waiting_.size() >= size))) {
@@ -389,7 +389,7 @@ StatusOr<std::vector<Element>> BatchIterator::NextGathered() {
     Element e;
     SLUICE_ASSIGN_OR_RETURN(const bool got, Read(&e));
     if (!got) continue;
-    newest_epoch_ = std::max(newest_epoch_, static_cast<int64_t>(e.id.epoch));
+    newest_epoch_ = std::max(newest_epoch_, uint64_t{e.id.epoch});
     const Buffer* group = SlotBufferOf(e, options_.size);
     ++groups_[group];
     waiting_.push_back({std::move(e), group});

@@ -107,7 +107,7 @@ class BatchIterator : public Iterator {
   };
   std::deque<Waiting> waiting_;
   std::map<const Buffer*, int64_t> groups_;
-  int64_t newest_epoch_ = 0;
+  uint64_t newest_epoch_ = 0;
 };
 
 }  // namespace sluice::pipeline
