@@ -3,8 +3,13 @@
 # libraries, keeps the build type's optimization. The timing tests (tests/*_serial_test.cc)
 # keep it too, since inline functions they instantiate may be the copies the linker keeps.
 set(SLUICE_TEST_CODE_FLAGS "-O0" CACHE STRING "Compile options for test code (empty: the build type's)")
+set(SLUICE_UNITY_TESTS 8 CACHE STRING "Test files compiled together in one unit (0: each alone)")
 function(sluice_test_code target)
   target_compile_options(${target} PRIVATE ${SLUICE_TEST_CODE_FLAGS})
+  if(SLUICE_UNITY_TESTS GREATER 0)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                                               UNITY_BUILD_BATCH_SIZE ${SLUICE_UNITY_TESTS})
+  endif()
 endfunction()
 
 # sluice_module(NAME DEPS ...): one static library per module folder, built from every .cc

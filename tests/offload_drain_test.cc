@@ -21,7 +21,8 @@
 #include "sluice/pipeline/source.h"
 #include "sluice/rpc/remote_stream.h"
 
-namespace sluice::offload_test {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::offload_test::offload_drain_test {
 namespace {
 
 constexpr int kImages = 256;
@@ -227,4 +228,4 @@ TEST_F(OffloadDrainTest, ASecondSignalDuringTheDrainStopsTheWorkerAtOnce) {
 }
 
 }  // namespace
-}  // namespace sluice::offload_test
+}  // namespace sluice::offload_test::offload_drain_test

@@ -14,7 +14,8 @@
 #include "offload_test_util.h"
 #include "sluice/core/error_kind.h"
 
-namespace sluice::offload_test {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::offload_test::offload_failure_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -187,4 +188,4 @@ TEST_F(OffloadFailureTest, SampleOverTheWorkersMessageLimitEndsTheRunNamingIt) {
 }
 
 }  // namespace
-}  // namespace sluice::offload_test
+}  // namespace sluice::offload_test::offload_failure_test

@@ -11,7 +11,8 @@
 #include "sluice/pipeline/source.h"
 #include "sluice/pipeline/test_util.h"
 
-namespace sluice::pipeline {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::pipeline::map_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -416,4 +417,4 @@ TEST_F(MapTest, AnAllocationFailureFollowsOnError) {
 }
 
 }  // namespace
-}  // namespace sluice::pipeline
+}  // namespace sluice::pipeline::map_test

@@ -4,7 +4,8 @@
 
 #include "gtest/gtest.h"
 
-namespace sluice::rpc {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::rpc::fair_share_test {
 namespace {
 
 constexpr int64_t kMs = 1000000;
@@ -208,4 +209,4 @@ TEST(FairShareTest, ASessionThatLeavesForGoodGivesItsShareBackAfterTheWindow) {
 }
 
 }  // namespace
-}  // namespace sluice::rpc
+}  // namespace sluice::rpc::fair_share_test

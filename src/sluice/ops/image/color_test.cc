@@ -10,7 +10,8 @@
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
-namespace sluice::ops {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::ops::color_test {
 namespace {
 
 using test::MakeElement;
@@ -242,4 +243,4 @@ TEST(ColorJitterTest, ZeroStrengthIsIdentity) {
 }
 
 }  // namespace
-}  // namespace sluice::ops
+}  // namespace sluice::ops::color_test

@@ -6,7 +6,8 @@
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
-namespace sluice::ops {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::ops::decode_test {
 namespace {
 
 using test::EncodeJpeg;
@@ -456,4 +457,4 @@ TEST(JpegRegionTest, SameBytesFromAnyThread) {
 }
 
 }  // namespace
-}  // namespace sluice::ops
+}  // namespace sluice::ops::decode_test

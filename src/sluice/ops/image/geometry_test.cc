@@ -10,7 +10,8 @@
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
-namespace sluice::ops {
+// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
+namespace sluice::ops::geometry_test {
 namespace {
 
 using test::MakeElement;
@@ -268,4 +269,4 @@ TEST(ImageOpsTest, SchemaErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace sluice::ops
+}  // namespace sluice::ops::geometry_test
