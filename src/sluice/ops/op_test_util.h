@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -19,8 +21,18 @@
 #include "gtest/gtest.h"
 #include "sluice/core/element.h"
 #include "sluice/core/tensor.h"
+#include "sluice/ops/registry.h"
 
 namespace sluice::ops::test {
+
+// The builtin op `name` with `args` over `input`; null, with a test failure saying why, when
+// the registry refuses it.
+inline std::unique_ptr<Op> MakeOp(const std::string& name, const std::map<std::string, ArgValue>& args,
+                                  const Schema& input) {
+  auto op = Registry::Builtin().Create(name, args, input);
+  EXPECT_TRUE(op.ok()) << name << ": " << op.status();
+  return op.ok() ? std::move(*op) : nullptr;
+}
 
 // A photo-like RGB (or gray) image: smooth gradients, a few blobs of color and a fine but
 // not pixel-level texture, so that crops, flips and resampling are all visible.

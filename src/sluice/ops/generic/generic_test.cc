@@ -8,19 +8,13 @@ namespace sluice::ops {
 namespace {
 
 using test::MakeElement;
+using test::MakeOp;
 using test::ScratchDir;
 using ::testing::HasSubstr;
 
 Schema SourceSchema() {
   return Schema(
       {FieldSpec{"path", DType::kBytes, {kUnknownDim}}, FieldSpec{"label", DType::kI64, {}}});
-}
-
-std::unique_ptr<Op> MakeOp(const std::string& name, const std::map<std::string, ArgValue>& args,
-                           const Schema& input) {
-  auto op = Registry::Builtin().Create(name, args, input);
-  EXPECT_TRUE(op.ok()) << name << ": " << op.status();
-  return op.ok() ? std::move(*op) : nullptr;
 }
 
 TEST(ReadFileTest, ReadsTheBytesAndKeepsThePath) {

@@ -25,9 +25,7 @@ Schema ImageSchema(int64_t c = 3, DType dtype = DType::kU8) {
 
 std::unique_ptr<Op> MakeOp(const std::string& name, const std::map<std::string, ArgValue>& args,
                            const Schema& input = ImageSchema()) {
-  auto op = Registry::Builtin().Create(name, args, input);
-  EXPECT_TRUE(op.ok()) << name << ": " << op.status();
-  return op.ok() ? std::move(*op) : nullptr;
+  return test::MakeOp(name, args, input);
 }
 
 const std::vector<double> kMean = {0.485, 0.456, 0.406};

@@ -6,13 +6,13 @@
 #include "sluice/ops/op_test_util.h"
 #include "sluice/ops/registry.h"
 
-// Its own namespace: test files are compiled together (SLUICE_UNITY_TESTS).
-namespace sluice::ops::decode_test {
+namespace sluice::ops {
 namespace {
 
 using test::EncodeJpeg;
 using test::EncodePng;
 using test::MakeElement;
+using test::MakeOp;
 using test::MeanAbsDiff;
 using test::TexturedImage;
 using ::testing::HasSubstr;
@@ -20,13 +20,6 @@ using ::testing::HasSubstr;
 std::string Message(const Status& s) { return std::string(s.message()); }
 
 Schema DataSchema() { return Schema({FieldSpec{"data", DType::kBytes, {kUnknownDim}}}); }
-
-std::unique_ptr<Op> MakeOp(const std::string& name, const std::map<std::string, ArgValue>& args,
-                           const Schema& input) {
-  auto op = Registry::Builtin().Create(name, args, input);
-  EXPECT_TRUE(op.ok()) << name << ": " << op.status();
-  return op.ok() ? std::move(*op) : nullptr;
-}
 
 // Runs `name` on one bytes element; returns the status and leaves the result in `out`.
 Status Decode(const std::string& name, const std::string& bytes, Element* out,
@@ -457,4 +450,4 @@ TEST(JpegRegionTest, SameBytesFromAnyThread) {
 }
 
 }  // namespace
-}  // namespace sluice::ops::decode_test
+}  // namespace sluice::ops
