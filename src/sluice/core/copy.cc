@@ -1,77 +1,15 @@
 #include "sluice/core/copy.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <string>
-#include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
-#include "sluice/core/files.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
 namespace sluice {
-
-namespace {
-
-// A sysfs value of `dir`, its line end stripped; empty when it cannot be read.
-std::string SysfsValue(const std::string& dir, const char* name) {
-  return std::string(absl::StripTrailingAsciiWhitespace(ReadFile(dir + "/" + name).value_or("")));
-}
-
-// A cache's "size" ("32768K", "1M", "512"): bytes; 0 when it does not parse.
-size_t SizeBytes(absl::string_view text) {
-  size_t shift = 0;
-  for (const auto& [suffix, bits] : {std::pair{"K", 10}, std::pair{"M", 20}, std::pair{"G", 30}}) {
-    if (absl::ConsumeSuffix(&text, suffix)) shift = bits;
-  }
-  uint64_t value = 0;
-  return absl::SimpleAtoi(text, &value) ? static_cast<size_t>(value) << shift : 0;
-}
-
-}  // namespace
-
-size_t LastLevelCacheBytes() {
-  static const size_t bytes = [] {
-    // The kernel's view first (what the CPU's cache of the highest level holds for data):
-    // the C library's sysconf derives it from CPUID, which some virtual machines fill
-    // oddly (one reported a 320 MiB L3 where the kernel says 32 MiB).
-    int best_level = 0;
-    size_t best = 0;
-    for (int i = 0; i < 16; ++i) {
-      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
-      const std::string type = SysfsValue(dir, "type");
-      if (type.empty()) break;
-      if (type != "Data" && type != "Unified") continue;
-      int level = 0;
-      if (!absl::SimpleAtoi(SysfsValue(dir, "level"), &level)) continue;
-      const size_t size = SizeBytes(SysfsValue(dir, "size"));
-      if (level > best_level && size > 0) {
-        best_level = level;
-        best = size;
-      }
-    }
-    if (best > 0) return best;
-    for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
-      const long v = sysconf(name);
-      if (v > 0) return static_cast<size_t>(v);
-    }
-    return size_t{0};
-  }();
-  return bytes;
-}
-
-bool CopyPastCacheFor(size_t unit_bytes) {
-  const size_t cache = LastLevelCacheBytes();
-  return cache > 0 && unit_bytes > cache;
-}
 
 void CopyPastCache(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
@@ -99,6 +37,38 @@ void CopyPastCache(void* dst, const void* src, size_t n) {
 #else
   std::memcpy(dst, src, n);
 #endif
+}
+
+bool CopyWayChooser::NextPastCache(size_t n) const {
+  if (!trying_ || n < kMinTimedBytes) return past_cache_;
+  // In turn, the way with fewer times first: a trial's two halves see the same moments.
+  return count_[1] < count_[0];
+}
+
+void CopyWayChooser::Note(size_t n, int64_t ns) {
+  if (n < kMinTimedBytes) return;
+  if (!trying_) {
+    if (++settled_ >= kSettledCopies) {
+      trying_ = true;
+      count_[0] = count_[1] = 0;
+    }
+    return;
+  }
+  const int way = count_[1] < count_[0] ? 1 : 0;
+  if (count_[way] < kTrialCopies) {
+    times_[way][count_[way]++] = std::max<int64_t>(ns, 0) * 1000 / static_cast<int64_t>(n);
+  }
+  if (count_[0] < kTrialCopies || count_[1] < kTrialCopies) return;
+  const auto median = [this](int w) {
+    int64_t* t = times_[w];
+    std::nth_element(t, t + kTrialCopies / 2, t + kTrialCopies);
+    return t[kTrialCopies / 2];
+  };
+  // A tie keeps memcpy: it leaves the bytes in the cache for a reader that comes soon.
+  past_cache_ = median(1) < median(0);
+  trying_ = false;
+  settled_ = 0;
+  ++trials_;
 }
 
 }  // namespace sluice

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/core/copy.h"
 #include "sluice/core/status.h"
 
 namespace sluice::rpc {
@@ -94,23 +95,26 @@ class BulkConnection {
   // Writes every byte of `pieces`. An error says the peer went away and why.
   Status Send(const std::vector<BulkPiece>& pieces);
   // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed,
-  // or (a ring) that the peer's counts broke the ring's bounds. `past_cache`: `out` is not
-  // read before it has left the cache (core/copy.h); a ring then copies past the cache (on
-  // TCP the kernel does the copy, as it does). `more`: the next Recv reads on in the same
+  // or (a ring) that the peer's counts broke the ring's bounds. `read_later`: `out` is read
+  // only once a larger unit is whole (a batch's slot, a whole batch); a ring then copies it
+  // past the cache or not as its copies' times say (core/copy.h, CopyWayChooser; on TCP the
+  // kernel does the copy, as it does). `more`: the next Recv reads on in the same
   // payload at once, so a ring does not count the room back to the worker at the end of this
   // one (it still does before it waits, and at the end of a Recv without `more`): a payload
   // read in parts, tensor by tensor into slots, costs one count back, not one per part.
-  Status Recv(uint8_t* out, size_t n, bool past_cache = false, bool more = false);
+  Status Recv(uint8_t* out, size_t n, bool read_later = false, bool more = false);
   // Ends a payload read with `more`: counts the room back (a ring; nothing on TCP).
   void EndPayload();
   // Counts sent to the peer on a ring (the trainer's: room given back), for tests.
   int64_t counts_sent() const { return counts_sent_; }
+  // How a ring's receiver copies what is read later, for tests.
+  const CopyWayChooser& landing() const { return landing_; }
   // A Send or Recv blocked on the peer returns with an error.
   void Shutdown();
 
  private:
   Status RingSend(const std::vector<BulkPiece>& pieces);
-  Status RingRecv(uint8_t* out, size_t n, bool past_cache, bool more);
+  Status RingRecv(uint8_t* out, size_t n, bool read_later, bool more);
   // Adds the counts the peer sent to `*sum`: those already queued, or (`wait`) at least one.
   Status ReadCounts(bool wait, uint64_t* sum);
   Status SendCount(uint64_t n);
@@ -126,6 +130,7 @@ class BulkConnection {
   int64_t counts_sent_ = 0;
   uint8_t partial_[8] = {};  // the start of a count split between two reads
   size_t partial_size_ = 0;
+  CopyWayChooser landing_;  // receiver: the copies of what is read later
 };
 
 // The worker's side: listens for bulk connections and hands each to the session whose key

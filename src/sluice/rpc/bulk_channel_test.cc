@@ -307,22 +307,54 @@ TEST(BulkChannelTest, ALocalConnectionCarriesPayloadsThroughASharedRing) {
       EXPECT_TRUE(p.worker->Send({{b, a}, {b + a, m}, {b + a + m, want.size() - a - m}}).ok());
     }
   });
-  // Every other payload copied past the cache (core/copy.h), into destinations at every
-  // offset from a 16-byte boundary it handles differently: the same bytes either way.
+  // Every other payload read later (copied the way core/copy.h's chooser says), into
+  // destinations at every offset from a 16-byte boundary a copy past the cache handles
+  // differently: the same bytes either way.
   for (size_t i = 0; i < payloads.size(); ++i) {
     const std::string& want = payloads[i];
     const size_t offset = i % 4 * 5;  // 0, 5, 10, 15
     std::string buf(want.size() + offset, '\0');
-    const bool past_cache = i % 2 == 1;
+    const bool read_later = i % 2 == 1;
     const Status s =
-        p.trainer->Recv(reinterpret_cast<uint8_t*>(buf.data()) + offset, want.size(), past_cache);
+        p.trainer->Recv(reinterpret_cast<uint8_t*>(buf.data()) + offset, want.size(), read_later);
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_TRUE(buf.substr(offset) == want)
-        << "a payload of " << want.size() << " bytes differs (past the cache: " << past_cache
+        << "a payload of " << want.size() << " bytes differs (read later: " << read_later
         << ")";
   }
   sender.join();
   EXPECT_EQ(l->refused(), 0);
+}
+
+// Payloads read later go through the receiver's chooser (core/copy.h): its first trial
+// copies half of them past the cache and half with memcpy, then settles on one way, and
+// every payload arrives whole either way.
+TEST(BulkChannelTest, ARingsLaterReadsTryBothWaysOfCopyingAndKeepTheirBytes) {
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  RingPair p = ConnectRing(*l, kBulkRingMinBytes * 4);
+  ASSERT_NE(p.trainer, nullptr);
+  constexpr int kPayloads = 2 * CopyWayChooser::kTrialCopies + 3;
+  constexpr size_t kSize = CopyWayChooser::kMinTimedBytes + 4096;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kPayloads; ++i) payloads.push_back(Pattern(kSize, i));
+  std::thread sender([&] {
+    for (const std::string& want : payloads) {
+      EXPECT_TRUE(p.worker->Send({{reinterpret_cast<const uint8_t*>(want.data()), want.size()}})
+                      .ok());
+    }
+  });
+  for (int i = 0; i < kPayloads; ++i) {
+    std::string buf(kSize, '\0');
+    const Status s = p.trainer->Recv(reinterpret_cast<uint8_t*>(buf.data()), kSize,
+                                     /*read_later=*/true);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(buf == payloads[i]) << "payload " << i << " differs";
+  }
+  sender.join();
+  // One timed copy a payload (however the ring's wrap and the worker's pace split it):
+  // one whole trial of 2 x 16, and the next not yet begun.
+  EXPECT_EQ(p.trainer->landing().trials(), 1);
 }
 
 // A payload read in parts (tensor by tensor into the batch's slots) gives its room back to
@@ -354,7 +386,7 @@ TEST(BulkChannelTest, APayloadReadInPartsCountsItsRoomBackOnce) {
     std::string buf(want.size(), '\0');
     for (size_t part = 0; part < kParts; ++part) {
       const Status s = p.trainer->Recv(reinterpret_cast<uint8_t*>(buf.data()) + part * kPart,
-                                       kPart, /*past_cache=*/false, more);
+                                       kPart, /*read_later=*/false, more);
       ASSERT_TRUE(s.ok()) << s;
     }
     if (more) p.trainer->EndPayload();

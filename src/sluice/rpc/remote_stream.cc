@@ -139,11 +139,7 @@ class GrpcRemoteStream final : public RemoteStream {
   Status Start(const ConnectOptions& connect, const SessionConfig& session) {
     if (!connect.token.empty()) ctx_.AddMetadata("authorization", "Bearer " + connect.token);
     land_slots_ = session.land_slots;
-    // A slot is read once its batch is whole: past the cache when that batch cannot stay in
-    // it (core/copy.h).
-    for (const auto& [field, slots] : land_slots_) {
-      land_past_cache_ |= CopyPastCacheFor(slots->buffer_bytes());
-    }
+    batches_ = session.cut == kCutAfterBatch;
     // Process with IncomingMessage as the read type (incoming_message.h); the bytes are the
     // generated stub's.
     stream_.reset(grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, IncomingMessage>::
@@ -400,9 +396,9 @@ class GrpcRemoteStream final : public RemoteStream {
                                               "-byte message limit"));
     }
     *payload = Buffer::Allocate(n);
-    // A payload is handed on once whole: one larger than the cache (a batch) has left it by
-    // then (core/copy.h).
-    if (Status s = bulk_->Recv((*payload)->data(), n, CopyPastCacheFor(n)); !s.ok()) {
+    // A batch is read only once whole, by the consumer; a chunk of samples by the suffix
+    // at once (core/copy.h).
+    if (Status s = bulk_->Recv((*payload)->data(), n, /*read_later=*/batches_); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("worker ", info_.address, ": ", s.message()));
     }
     bulk_bytes_received_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -423,7 +419,7 @@ class GrpcRemoteStream final : public RemoteStream {
         *std::move(layout),
         [this](uint8_t* to, size_t size, bool slot) {
           // The payload's parts follow one another: the room goes back once, after the last.
-          return bulk_->Recv(to, size, slot && land_past_cache_, /*more=*/true);
+          return bulk_->Recv(to, size, /*read_later=*/slot, /*more=*/true);
         },
         [this](int field, DType dtype, const Shape& shape) -> std::optional<Tensor> {
           auto it = land_slots_.find(field);
@@ -585,7 +581,7 @@ class GrpcRemoteStream final : public RemoteStream {
   // The bulk data channel; set in Start, before the threads.
   std::unique_ptr<BulkConnection> bulk_;
   std::map<int, std::shared_ptr<BatchSlots>> land_slots_;  // set in Start
-  bool land_past_cache_ = false;  // set in Start: a slot's batch is larger than the cache
+  bool batches_ = false;  // set in Start: the cut is after batching, a payload is a batch
   std::atomic<int64_t> bulk_bytes_received_{0};
   size_t max_receive_ = 0;  // the largest payload taken (0: no limit)
 
