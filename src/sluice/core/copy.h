@@ -42,8 +42,9 @@ class CopyWayChooser {
   // it takes eight of them to move it.
   static constexpr int kTrialCopies = 16;
   // The copies between trials: the trials' copies the slower way are then at most 1 in 256
-  // (kTrialCopies of 4096), and a change of the machine is met within seconds at the rates
-  // where copies matter (thousands a second).
+  // (kTrialCopies of 4096), and a change of the machine is met within seconds where there
+  // is a copy a sample (slots: thousands a second), within minutes where there is one a
+  // batch (after batching: tens a second).
   static constexpr int kSettledCopies = 4096;
 
   // Whether the next copy of `n` bytes goes past the cache. A copy made in parts (a ring's
