@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 
-
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -39,14 +38,18 @@ void CopyPastCache(void* dst, const void* src, size_t n) {
 #endif
 }
 
-bool CopyWayChooser::NextPastCache(size_t n) const {
-  if (!trying_ || n < kMinTimedBytes) return past_cache_;
+int CopyWayChooser::TrialWay() const {
   // In turn, the way with fewer times first: a trial's two halves see the same moments.
-  return count_[1] < count_[0];
+  return count_[1] < count_[0] ? 1 : 0;
+}
+
+bool CopyWayChooser::NextPastCache(size_t n) const {
+  if (!trying_ || !Timed(n)) return past_cache_;
+  return TrialWay() == 1;
 }
 
 void CopyWayChooser::Note(size_t n, int64_t ns) {
-  if (n < kMinTimedBytes) return;
+  if (!Timed(n)) return;
   if (!trying_) {
     if (++settled_ >= kSettledCopies) {
       trying_ = true;
@@ -54,11 +57,10 @@ void CopyWayChooser::Note(size_t n, int64_t ns) {
     }
     return;
   }
-  const int way = count_[1] < count_[0] ? 1 : 0;
-  if (count_[way] < kTrialCopies) {
-    times_[way][count_[way]++] = std::max<int64_t>(ns, 0) * 1000 / static_cast<int64_t>(n);
-  }
-  if (count_[0] < kTrialCopies || count_[1] < kTrialCopies) return;
+  // Taken in turn, the counts differ by one at most: the way noted is never full here.
+  const int way = TrialWay();
+  times_[way][count_[way]++] = std::max<int64_t>(ns, 0) * 1000 / static_cast<int64_t>(n);
+  if (count_[1] < kTrialCopies) return;
   const auto median = [this](int w) {
     int64_t* t = times_[w];
     std::nth_element(t, t + kTrialCopies / 2, t + kTrialCopies);

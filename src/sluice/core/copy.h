@@ -47,6 +47,8 @@ class CopyWayChooser {
   // batch (after batching: tens a second).
   static constexpr int kSettledCopies = 4096;
 
+  // Whether a copy of `n` bytes is timed and counted (callers need not time the others).
+  static bool Timed(size_t n) { return n >= kMinTimedBytes; }
   // Whether the next copy of `n` bytes goes past the cache. A copy made in parts (a ring's
   // wrap) asks once, for the whole.
   bool NextPastCache(size_t n) const;
@@ -65,6 +67,9 @@ class CopyWayChooser {
   // A trial's times per byte (picoseconds), by way: [0] memcpy, [1] past the cache.
   int64_t times_[2][kTrialCopies] = {};
   int count_[2] = {0, 0};
+
+  // The way a trial's next timed copy takes: 0 memcpy, 1 past the cache.
+  int TrialWay() const;
 };
 
 }  // namespace sluice

@@ -228,6 +228,7 @@ Status BulkConnection::RingSend(const std::vector<BulkPiece>& pieces) {
 Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool read_later, bool more) {
   // One way for the whole read, and its copies' time for the chooser (core/copy.h).
   const bool past_cache = read_later && landing_.NextPastCache(n);
+  const bool timed = read_later && CopyWayChooser::Timed(n);
   int64_t copy_ns = 0;
   size_t got = 0;
   while (got < n) {
@@ -253,19 +254,19 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool read_later, bool mo
       continue;
     }
     const size_t c = std::min<size_t>({room_, n - got, ring_bytes_ - pos_});
-    const int64_t from = read_later ? NowNanos() : 0;
+    const int64_t from = timed ? NowNanos() : 0;
     if (past_cache) {
       CopyPastCache(out + got, ring_ + pos_, c);
     } else {
       std::memcpy(out + got, ring_ + pos_, c);
     }
-    if (read_later) copy_ns += NowNanos() - from;
+    if (timed) copy_ns += NowNanos() - from;
     pos_ = (pos_ + c) % ring_bytes_;
     room_ -= c;
     unreported_ += c;
     got += c;
   }
-  if (read_later) landing_.Note(n, copy_ns);
+  if (timed) landing_.Note(n, copy_ns);
   // The room back at once (unless the payload's next part follows): the worker takes it
   // before its next payload without waiting. The payload is whole either way: a trainer
   // whose worker went away meets it at the next read.
