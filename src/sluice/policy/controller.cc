@@ -463,9 +463,22 @@ Evaluation Controller::PredictCurrent(const Profile& profile) const {
 }
 
 Evaluation Controller::PredictAt(const Profile& profile, double ratio) const {
+  const Candidate candidate{plan_.cut, plan_.read_mode, plan_.codec};
   // EvaluateFixed normalizes the shares: their proportions are what carries over.
-  return EvaluateFixed(profile, Candidate{plan_.cut, plan_.read_mode, plan_.codec}, ratio,
-                       plan_.worker_shares, Model());
+  Evaluation fixed = EvaluateFixed(profile, candidate, ratio, plan_.worker_shares, Model());
+  // A trainer held to its share caps only itself: the workers take splits past their shares
+  // whenever they ask (runtime/coordinator.h). At a ratio up to the candidate's re-balanced
+  // optimum the trainer's cap does not bind, the workers fill their capacity and the trainer
+  // its CPU, and the rate is that optimum's; above it the workers bind first and the held
+  // trainer idles at its cap, as the fixed split says.
+  if (!plan_.local_spill_over && ratio > 0 && ratio < 1) {
+    Evaluation best = Evaluate(profile, candidate, Model());
+    if (best.feasible && ratio <= best.ratio() &&
+        best.predicted_samples_per_s > fixed.predicted_samples_per_s) {
+      return best;
+    }
+  }
+  return fixed;
 }
 
 std::optional<std::string> Controller::AbsorbWorldChanges(const Measurement& m) {

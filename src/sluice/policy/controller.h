@@ -317,7 +317,8 @@ class Controller {
               const Beliefs* reading_before = nullptr);
   Evaluation PredictCurrent(const Profile& profile) const;
   // The current plan's shape at another ratio, its worker shares scaled with it, no
-  // spill-over (EvaluateFixed).
+  // spill-over (EvaluateFixed); for a trainer held to its share, at a ratio up to the shape's
+  // re-balanced optimum, that optimum (the workers take what the trainer's cap leaves).
   Evaluation PredictAt(const Profile& profile, double ratio) const;
   ModelOptions Model() const;  // the planner's options the model takes
   void Calibrate(const Measurement& m);

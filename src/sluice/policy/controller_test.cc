@@ -141,8 +141,15 @@ TEST(ControllerTest, CooldownAfterAChange) {
 }
 
 TEST(ControllerTest, SmallRatioStepsTowardsTheSideThatKeepsUp) {
-  Controller c(StandardProfile());
+  // The model's ratio with spill-over both ways: a held trainer's workers are modelled at
+  // their capacity at any smaller ratio (they take what its cap leaves), so there a worker
+  // that lags is a worker the model overrates (rule 1), not a ratio to step.
+  ControllerOptions options;
+  options.planner.strict_local_share_when_trainer_bound = false;
+  options.planner.full_offload_above = 1;
+  Controller c(StandardProfile(), options);
   c.Start(0);
+  ASSERT_TRUE(c.plan().local_spill_over);
   const double r0 = c.plan().ratio;
   // The total stays what it was (a step that measured worse would be rolled back).
   const double total = c.plan().predicted_samples_per_s;

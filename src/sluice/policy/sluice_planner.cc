@@ -148,6 +148,21 @@ std::string RatioLine(const Evaluation& e, const PlannerOptions& options) {
          "samples (cheaper than processing them), and the workers still have slack";
 }
 
+// The ratio a held trainer keeps to (decision rule 4): where the workers are at their own
+// capacity (link, CPU, storage) and the trainer also takes local samples, their flow over
+// that flow plus the local rate raised by `local_rate_error`; otherwise the model's ratio.
+double HeldShare(const Evaluation& e, double local_rate_error) {
+  const bool workers_at_capacity =
+      e.remote_bound == Bound::kWorkerCpu || e.remote_bound == Bound::kLink ||
+      e.remote_bound == Bound::kUplink || e.remote_bound == Bound::kStorage;
+  const double x = e.offloaded_samples_per_s;
+  const double local = e.local_samples_per_s;
+  if (!workers_at_capacity || !(local_rate_error > 0) || !(x > 0) || !(local > 0)) {
+    return e.ratio();
+  }
+  return x / (x + local * (1 + local_rate_error));
+}
+
 }  // namespace
 
 double PredictedStallFraction(const Profile& profile) {
@@ -252,6 +267,18 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
         "sample costs it %s against %s for an offloaded one",
         (1 - plan.ratio) * 100, FormatSeconds(e->trainer_cpu_s_per_local_sample),
         FormatSeconds(e->trainer_cpu_s_per_offloaded_sample));
+    const double hedged = HeldShare(*e, options.held_share_local_rate_error);
+    if (hedged < plan.ratio) {
+      for (double& share : plan.worker_shares) share *= hedged / plan.ratio;
+      absl::StrAppend(
+          &rounded,
+          absl::StrFormat("; the share is set for a local rate %.0f%% above the model's (ratio "
+                          "%.2f, not %.2f): the workers are at their capacity and take splits "
+                          "past their share, so a share too small for them costs nothing, and "
+                          "one too large idles the trainer",
+                          options.held_share_local_rate_error * 100, hedged, plan.ratio));
+      plan.ratio = hedged;  // the prediction stays the model's: the workers take what they can
+    }
   } else if (plan.ratio >= options.full_offload_above && plan.ratio < options.full_offload_ratio) {
     const double to = options.full_offload_ratio;
     for (double& share : plan.worker_shares) share *= to / plan.ratio;

@@ -50,6 +50,17 @@ struct PlannerOptions {
   // streams late, which kept them at their split cap and fed the spill (unequal-workers, cut
   // 2 at 0.81: 2,239 samples/s with spill-over, 2,488 without; docs/policy.md, rule 4).
   bool strict_local_share_when_trainer_bound = true;
+  // The relative error of the trainer's local rate that a held share (above) is set against,
+  // where the workers are at their own capacity: the share is the workers' flow over that
+  // flow plus the local rate raised by this much, the low end of what the measurements allow
+  // (docs/policy.md, decision rule 4). Why low: the coordinator lets workers take splits past
+  // their share whenever they ask (a held trainer's share is a cap, not a claim), so a share
+  // too small for the workers costs nothing while one too large idles the bound trainer
+  // behind them. 0.12: noise_z (2) standard deviations of the start window's all-local rate
+  // as an estimate of all-local's steady rate (0.06, measured over 144 runs of the
+  // randomized suite: docs/policy.md, controller rule 7); the local rate every held share
+  // rests on is scaled to that window. 0: the model's share.
+  double held_share_local_rate_error = 0.12;
   // Candidates not to pick, each with the reason shown for it in the candidate table
   // (the controller's: a shape an all-local check measured no faster than all-local).
   struct Excluded {

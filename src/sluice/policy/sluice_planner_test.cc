@@ -141,9 +141,11 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
 }
 
 // The standard profile's model ratio is 1428 / (1428 + 119) = 0.92, with the trainer's CPU
-// the limit (1428 offloaded samples at 0.55 ms take 79% of it): the plan keeps that ratio
-// and the trainer keeps to its share (spill=workers), since each local sample costs it
-// 1.8 ms against 0.55 ms for an offloaded one.
+// the limit (1428 offloaded samples at 0.55 ms take 79% of it) and the worker at its
+// capacity: the trainer keeps to its share (spill=workers), since each local sample costs it
+// 1.8 ms against 0.55 ms for an offloaded one, and the share is set for a local rate 12%
+// above the model's, 1428 / (1428 + 1.12 x 119) = 0.915: a share too small for the worker
+// costs nothing (it takes splits past its share), one too large idles the trainer.
 TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   const Plan exact = PlanSluice(StandardProfile(), Exact());
   ASSERT_TRUE(exact.offload);
@@ -151,12 +153,21 @@ TEST(SluicePlannerTest, TrainerBoundPlanKeepsTheTrainerToItsShare) {
   const Plan plan = PlanSluice(StandardProfile());
   ASSERT_TRUE(plan.offload);
   EXPECT_EQ(plan.cut, exact.cut);
-  EXPECT_DOUBLE_EQ(plan.ratio, exact.ratio);
+  const double held = 1428.57 / (1428.57 + 1.12 * 119.05);
+  EXPECT_NEAR(plan.ratio, held, 1e-4);
+  EXPECT_LT(plan.ratio, exact.ratio);
   EXPECT_FALSE(plan.local_spill_over);
-  EXPECT_NEAR(Sum(plan.worker_shares), exact.ratio, 1e-12);
+  EXPECT_NEAR(Sum(plan.worker_shares), plan.ratio, 1e-12);
   EXPECT_THAT(plan.explanation, HasSubstr("the trainer keeps to its 8% (spill=workers)"));
   EXPECT_THAT(plan.explanation, HasSubstr("1.80 ms against 550 us"));
+  EXPECT_THAT(plan.explanation,
+              HasSubstr("the share is set for a local rate 12% above the model's (ratio 0.91, "
+                        "not 0.92)"));
   EXPECT_NEAR(plan.predicted_samples_per_s, exact.predicted_samples_per_s, 1e-6);
+  // Without the margin, the model's own ratio.
+  PlannerOptions model_share;
+  model_share.held_share_local_rate_error = 0;
+  EXPECT_DOUBLE_EQ(PlanSluice(StandardProfile(), model_share).ratio, exact.ratio);
   EXPECT_THAT(plan.PolicyString(), ::testing::EndsWith(",spill=workers"));
   // The switch gives the rounding to full offload, with spill-over.
   PlannerOptions spill;

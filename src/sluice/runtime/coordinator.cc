@@ -220,6 +220,10 @@ bool Coordinator::OtherWaitingLocked(int consumer, uint64_t size) const {
   for (int i = 0; i < static_cast<int>(consumers_.size()); ++i) {
     if (i == consumer) continue;
     const Consumer& c = consumers_[i];
+    // A consumer held to its share (spill=workers) does not hold the others back: its share
+    // is a cap on what it takes, set because its CPU is the limit, not a claim on what the
+    // others could take beyond theirs (docs/offload.md, "Splits, ratio, spill-over").
+    if (!c.config.spill_over) continue;
     if (c.config.active && c.config.share > 0 && c.open < c.config.max_open_splits &&
         EligibleLocked(i, size)) {
       return true;

@@ -306,6 +306,30 @@ TEST(CoordinatorTest, ConsumerWithoutSpillOverKeepsToItsShareWhileAnotherDeliver
   EXPECT_TRUE(d.done());
 }
 
+TEST(CoordinatorTest, AWorkerOverItsShareIsNotKeptWaitingByAHeldConsumerWithRoom) {
+  // A held trainer's share is a cap, not a claim: a worker over its share still gets a split
+  // while the held local side is under its share with room for more (with spill-over on both
+  // sides, the worker would wait for it: ConsumerOverItsShareWaitsForAnEligibleOneWithRoom).
+  std::vector<ConsumerConfig> consumers(2);
+  consumers[0] = ConsumerConfig{"local", 0.8, 2, true, /*spill_over=*/false};
+  consumers[1] = ConsumerConfig{"worker", 0.2, 2, true};
+  auto made = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Coordinator& c = **made;
+  SplitAssignment split;
+  ASSERT_EQ(c.TryAcquire(1, &split), Acquired::kSplit);
+  DeliverAll(c, split);
+  // The worker has 10 of 10 and local none: local is under its share with room, and the
+  // worker takes its next split all the same, up to its open-split cap.
+  ASSERT_EQ(c.TryAcquire(1, &split), Acquired::kSplit);
+  ASSERT_EQ(c.TryAcquire(1, &split), Acquired::kSplit);
+  EXPECT_EQ(c.TryAcquire(1, &split), Acquired::kWait);  // at its cap of two open splits
+  // Local still gets a split whenever it asks while under its share.
+  ASSERT_EQ(c.TryAcquire(0, &split), Acquired::kSplit);
+  EXPECT_EQ(c.Stats().consumers[1].assigned, 30);
+  EXPECT_EQ(c.Stats().consumers[0].assigned, 10);
+}
+
 TEST(CoordinatorTest, AConsumerHeldToItsShareIsNotHeldByAWorkerThatHasNotDeliveredYet) {
   // A worker still starting (connecting, filling its pipeline, sending its first batch)
   // displaces no receive on the trainer, so the trainer does not wait for it: the hold
