@@ -9,8 +9,9 @@
 // are consecutive runs of `split_size` sequence numbers that never cross an epoch boundary.
 // Consumers pull splits. A consumer gets one when it is *eligible* (after taking it, its
 // samples would still be below its target share of all samples handed out so far), or when
-// no other consumer is *waiting* for work: active, eligible, with a positive share and room
-// for another open split (spill-over: an idle consumer never waits for a busy one). Each
+// no other consumer is *waiting* for work: active, eligible, with a positive share, room
+// for another open split and spill-over of its own (spill-over: an idle consumer never waits
+// for a busy one, nor for one held to its share). Each
 // consumer holds at most `max_open_splits` splits that are not finished.
 //
 // A split is finished when each of its samples was delivered (MarkDelivered) or skipped
@@ -90,7 +91,8 @@ struct ConsumerConfig {
   // false: this consumer never spills over: beyond its share it gets a split only when no
   // other active consumer with a positive share is delivering (every worker down, say, or
   // none has delivered a sample since it became active: a worker still starting displaces
-  // no receive). The others still spill over to it. For a trainer whose CPU is the limit,
+  // no receive). The others still spill over to it, and its share never keeps them waiting:
+  // it is a cap on what this consumer takes, not a claim. For a trainer whose CPU is the limit,
   // where each local sample costs more than the receive it would displace (docs/policy.md,
   // "Spill-over").
   bool spill_over = true;
