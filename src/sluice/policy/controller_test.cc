@@ -208,6 +208,42 @@ TEST(ControllerTest, NoStepTowardsWorkersAtCapacityWhenTheTrainerLags) {
   // towards the workers when the trainer lags.)
 }
 
+// A trainer held to its share caps only itself: the worker takes splits past its share, so
+// under the shape's optimum ratio (the planner sets the held share a little under it) the
+// worker is modelled at its capacity, not at its share of the split. A worker at capacity
+// keeps the plan; one 23% under its capacity, though over its share of the split, is a
+// worker the model overrates (rule 1), which a fixed split's flow would not have shown.
+TEST(ControllerTest, AHeldPlanUnderItsOptimumRatioModelsTheWorkersAtTheirCapacity) {
+  Profile p = StandardProfile();
+  p.workers = {Worker("w1:7070", 2.0, 36e6)};  // the link binds at about a third of the samples
+  PlannerOptions model_share = ClosedLoopPlannerOptions();
+  model_share.held_share_local_rate_error = 0;
+  const Plan optimum = PlanSluice(p, model_share);
+  ASSERT_TRUE(optimum.offload);
+  const double total = optimum.predicted_samples_per_s;
+  const double capacity = optimum.ratio * total;  // the worker's flow at the optimum
+  for (const double delivered : {1.0, 0.77}) {
+    Controller c(p);
+    c.Start(0);
+    ASSERT_FALSE(c.plan().local_spill_over);
+    ASSERT_LT(c.plan().ratio, optimum.ratio);  // the held share, set under the optimum
+    ASSERT_GT(0.77 * capacity, 0.8 * c.plan().ratio * total);  // over 80% of its split
+    TimelineEntry e;
+    for (double t = 1; t <= 8; t += 0.5) {
+      Measurement m = OnPlan(c, t, /*stall=*/0.4, total - (1 - delivered) * capacity);
+      m.workers[0].delivered_samples_per_s = delivered * capacity;
+      e = c.Observe(m);
+      if (e.kind != DecisionKind::kKeep) break;
+    }
+    if (delivered == 1.0) {
+      EXPECT_EQ(e.kind, DecisionKind::kKeep) << e.reason;
+    } else {
+      EXPECT_EQ(e.kind, DecisionKind::kReplan) << e.reason;
+      EXPECT_THAT(e.reason, HasSubstr("under the model's"));
+    }
+  }
+}
+
 // A period counts whole elements: after batching, a link-bound worker's 4-5 batches a second
 // read as 4 in one period and 5 in the next. The side that lags is judged over the lasting
 // stall, so counts that straddle the worker's share make no step (judged on the period at
