@@ -473,10 +473,7 @@ Evaluation Controller::PredictAt(const Profile& profile, double ratio) const {
   // trainer idles at its cap, as the fixed split says.
   if (!plan_.local_spill_over && ratio > 0 && ratio < 1) {
     Evaluation best = Evaluate(profile, candidate, Model());
-    if (best.feasible && ratio <= best.ratio() &&
-        best.predicted_samples_per_s > fixed.predicted_samples_per_s) {
-      return best;
-    }
+    if (best.feasible && ratio <= best.ratio()) return best;
   }
   return fixed;
 }

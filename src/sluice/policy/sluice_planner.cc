@@ -152,12 +152,10 @@ std::string RatioLine(const Evaluation& e, const PlannerOptions& options) {
 // capacity (link, CPU, storage) and the trainer also takes local samples, their flow over
 // that flow plus the local rate raised by `local_rate_error`; otherwise the model's ratio.
 double HeldShare(const Evaluation& e, double local_rate_error) {
-  const bool workers_at_capacity =
-      e.remote_bound == Bound::kWorkerCpu || e.remote_bound == Bound::kLink ||
-      e.remote_bound == Bound::kUplink || e.remote_bound == Bound::kStorage;
+  // The workers bind (RatioLine's "the workers take all they can") when remote_bound is set.
   const double x = e.offloaded_samples_per_s;
   const double local = e.local_samples_per_s;
-  if (!workers_at_capacity || !(local_rate_error > 0) || !(x > 0) || !(local > 0)) {
+  if (e.remote_bound == Bound::kNone || !(local_rate_error > 0) || !(x > 0) || !(local > 0)) {
     return e.ratio();
   }
   return x / (x + local * (1 + local_rate_error));

@@ -242,12 +242,12 @@ TEST(CoordinatorTest, ZeroShareTakesNothingWhileAPositiveShareIsActive) {
   EXPECT_GE(taken, 3);
 }
 
-// 100 samples in splits of 10 for a local side held to a share of 0.2 (spill_over false)
-// and a worker with 0.8; each may hold one open split.
-std::unique_ptr<Coordinator> HeldLocalAndWorker() {
+// 100 samples in splits of 10 for a local side held to a share of `local_share` (0.2;
+// spill_over false) and a worker with the rest; each may hold `max_open` open splits (1).
+std::unique_ptr<Coordinator> HeldLocalAndWorker(double local_share = 0.2, int max_open = 1) {
   std::vector<ConsumerConfig> consumers(2);
-  consumers[0] = ConsumerConfig{"local", 0.2, 1, true, /*spill_over=*/false};
-  consumers[1] = ConsumerConfig{"worker", 0.8, 1, true};
+  consumers[0] = ConsumerConfig{"local", local_share, max_open, true, /*spill_over=*/false};
+  consumers[1] = ConsumerConfig{"worker", 1 - local_share, max_open, true};
   auto made = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
   EXPECT_TRUE(made.ok()) << made.status();
   return made.ok() ? *std::move(made) : nullptr;
@@ -310,12 +310,9 @@ TEST(CoordinatorTest, AWorkerOverItsShareIsNotKeptWaitingByAHeldConsumerWithRoom
   // A held trainer's share is a cap, not a claim: a worker over its share still gets a split
   // while the held local side is under its share with room for more (with spill-over on both
   // sides, the worker would wait for it: ConsumerOverItsShareWaitsForAnEligibleOneWithRoom).
-  std::vector<ConsumerConfig> consumers(2);
-  consumers[0] = ConsumerConfig{"local", 0.8, 2, true, /*spill_over=*/false};
-  consumers[1] = ConsumerConfig{"worker", 0.2, 2, true};
-  auto made = Coordinator::Create(Options(/*per_epoch=*/100, /*split_size=*/10), consumers);
-  ASSERT_TRUE(made.ok()) << made.status();
-  Coordinator& c = **made;
+  std::unique_ptr<Coordinator> made = HeldLocalAndWorker(/*local_share=*/0.8, /*max_open=*/2);
+  ASSERT_NE(made, nullptr);
+  Coordinator& c = *made;
   SplitAssignment split;
   ASSERT_EQ(c.TryAcquire(1, &split), Acquired::kSplit);
   DeliverAll(c, split);
