@@ -13,6 +13,12 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+int64_t ProcessMinorFaults() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_minflt);
+}
+
 int64_t CurrentRssBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;

@@ -28,6 +28,9 @@ inline int64_t ProcessCpuNanos() {
 
 // Peak resident set size of this process in bytes (from getrusage).
 int64_t PeakRssBytes();
+// Minor page faults of this process so far (from getrusage): each first touch of a fresh page
+// of memory, which the kernel zeroes.
+int64_t ProcessMinorFaults();
 // Current resident set size in bytes (from /proc/self/statm); 0 if unavailable.
 int64_t CurrentRssBytes();
 

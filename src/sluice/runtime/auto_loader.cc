@@ -160,8 +160,10 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
     codecs_measured_ = true;
     measured_codecs = true;
     const int64_t cpu_before = ThreadCpuNanos();
+    const int64_t faults_before = Faults();
     codec_costs_ = MeasureCodecs(*out, CostDefaults().recv_cpu_s_per_byte);
     codec_probe_cpu_ns_ = ThreadCpuNanos() - cpu_before;
+    codec_probe_faults_ += Faults() - faults_before;
   }
   // The probe is the profiler's own cost: neither a stall nor the accelerator's step.
   if (measured_codecs) meter_.Exclude(Now());
@@ -176,10 +178,17 @@ Status AutoLoader::Tick(int64_t now_ns) {
   if (controller_ == nullptr) {
     if (window_start_ns_ < 0) {
       if (c.batches >= options_.warmup_batches) {
-        window_start_ns_ = now_ns;
-        window_start_ = c;
-        window_mark_ = MarkNow();
+        first_window_ns_ = now_ns;
+        StartWindow(now_ns);
+        MemoryGrew();
       }
+      return absl::OkStatus();
+    }
+    // The engine still growing its memory is start-up, not its steady cost per sample nor a
+    // steady stall: the window starts again (AutoOptions::growth_faults_per_sample).
+    const double growth_limit_s = std::min(options_.measure_s, options_.measure_cap_s);
+    if (MemoryGrew() && (now_ns - first_window_ns_) / 1e9 < growth_limit_s) {
+      StartWindow(now_ns);
       return absl::OkStatus();
     }
     const bool stored = stored_costs_.has_value();
@@ -199,6 +208,30 @@ Status AutoLoader::Tick(int64_t now_ns) {
   return Observe(now_ns);
 }
 
+void AutoLoader::StartWindow(int64_t now_ns) {
+  window_start_ns_ = now_ns;
+  window_start_ = meter_.counters();
+  window_mark_ = MarkNow();
+  // A probe before this start is not in the window's CPU.
+  codec_probe_cpu_ns_ = 0;
+  ++window_starts_;
+}
+
+int64_t AutoLoader::Faults() const {
+  return options_.minor_faults ? options_.minor_faults() : ProcessMinorFaults();
+}
+
+bool AutoLoader::MemoryGrew() {
+  const int64_t faults = Faults() - codec_probe_faults_;
+  const int64_t samples = meter_.counters().samples;
+  const bool grew =
+      samples > growth_samples_ &&
+      faults - growth_faults_ > options_.growth_faults_per_sample * (samples - growth_samples_);
+  growth_faults_ = faults;
+  growth_samples_ = samples;
+  return grew;
+}
+
 policy::Costs AutoLoader::MeasuredCosts() const {
   const LoaderReport r = loader_->Report();
   const policy::Costs* fallback = costs_.has_value()          ? &*costs_
@@ -215,7 +248,11 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
     profile.costs = *stored_costs_;
   } else {
     const LoaderReport r = loader_->Report();
-    profile.costs = CostsFromReport(spec_, r.local_ops, r.workers, nullptr);
+    // The ops' costs over the measuring window, as the engine's own cost below: the first
+    // batch's start-up is in neither.
+    profile.costs = CostsFromReport(
+        spec_, window_mark_.has_value() ? OpStatsSince(window_mark_->ops, r.local_ops) : r.local_ops,
+        r.workers, nullptr);
     if (window_mark_.has_value()) {
       ReceiveWindow w = WindowSince(*window_mark_);
       w.process_cpu_s -= codec_probe_cpu_ns_ / 1e9;
@@ -263,8 +300,12 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
           ? absl::StrCat("planned from stored costs (metric store, ", store_note_, ") and ")
           : "planned from measured costs and ",
       window.batches, " batches measured all-local (", absl::StrFormat("%.2f", window.wall_s),
-      " s, stall ", absl::StrFormat("%.1f%%", 100 * window.stall_fraction()), "): ",
-      entry.reason);
+      " s, stall ", absl::StrFormat("%.1f%%", 100 * window.stall_fraction()),
+      window_starts_ > 1
+          ? absl::StrFormat(", from %.2f s on: the engine's memory grew until then",
+                            (window_start_ns_ - first_window_ns_) / 1e9)
+          : "",
+      "): ", entry.reason);
   profile_for_report_ = profile;
   if (options_.apply_plans) SLUICE_RETURN_IF_ERROR(Apply(controller_->plan()));
   // From the first batch asked for, and the probe's time before the pipeline started.
@@ -617,6 +658,7 @@ AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
   m.process_cpu_ns = ProcessCpuNanos();
   const LoaderReport r = loader_->Report();
   for (const pipeline::OpStatsSnapshot& op : r.local_ops) m.op_cpu_ns += op.cpu_ns;
+  m.ops = r.local_ops;
   m.samples_out = r.samples_out;
   for (const WorkerReport& w : r.workers) {
     m.remote_samples += w.samples;

@@ -74,6 +74,16 @@ struct AutoOptions {
   double stored_measure_s = 0.5;
   int64_t stored_measure_batches = 8;
   int64_t warmup_batches = 1;
+  // The window starts again at a batch after which the process faulted in more than this
+  // many fresh pages per sample delivered since the last batch, for at most `measure_s`
+  // (and `measure_cap_s`) from its first start: the engine is still growing its memory (its queues filling with
+  // fresh buffers), and each fresh page costs its op a fault and the kernel's zeroing.
+  // Why 1: growth faults in a sample's output pages (54-265 a sample measured on the image
+  // pipeline's first two seconds, when normalize cost 113-147 us a sample against 35 us
+  // after), steady state reuses its buffers (0.0-0.2 a sample on the same runs), and one
+  // 4 KB page a sample costs about a microsecond, under what the loop resolves for any
+  // pipeline whose samples are worth offloading.
+  double growth_faults_per_sample = 1.0;
   bool closed_loop = true;
   double observe_interval_s = 1.0;
   // false: plan but keep the local pipeline (`sluice plan`).
@@ -93,6 +103,9 @@ struct AutoOptions {
   // time, which the costs come from, is the process's own either way.) ConsumerTimes given
   // to GetNext must be on the same clock.
   std::function<int64_t()> clock;
+  // The process's minor page faults so far (growth_faults_per_sample); null:
+  // ProcessMinorFaults. A test injects its own, as it does the clock.
+  std::function<int64_t()> minor_faults;
 };
 
 struct AutoReport {
@@ -176,6 +189,8 @@ class AutoLoader final : public BatchSource {
     int64_t samples_out = 0;
     int64_t remote_samples = 0;
     int64_t bytes = 0;
+    // The local ops' counters (the measuring window's op costs: OpStatsSince).
+    std::vector<pipeline::OpStatsSnapshot> ops;
     // Per worker (by address): the CPU it reported for its session, and the samples its
     // last op had processed in the same report.
     std::map<std::string, std::pair<int64_t, int64_t>> worker_cpu;
@@ -246,6 +261,17 @@ class AutoLoader final : public BatchSource {
   int64_t t0_ns_ = -1;
   int64_t window_start_ns_ = -1;
   ConsumerCounters window_start_;
+  // (Re)starts the all-local measuring window at `now_ns`.
+  void StartWindow(int64_t now_ns);
+  // True when the process faulted in more than growth_faults_per_sample fresh pages per
+  // sample delivered since the last call (the codec probe's own faults left out).
+  bool MemoryGrew();
+  int64_t Faults() const;
+  int64_t first_window_ns_ = -1;  // the window's first start
+  int window_starts_ = 0;
+  int64_t growth_faults_ = 0;     // at the last MemoryGrew
+  int64_t growth_samples_ = 0;
+  int64_t codec_probe_faults_ = 0;
   std::unique_ptr<policy::Controller> controller_;
   std::vector<policy::TimelineEntry> timeline_;
   std::optional<double> time_to_plan_s_;

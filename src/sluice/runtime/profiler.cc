@@ -91,6 +91,22 @@ std::vector<policy::OpCost> OpCostsOf(const std::vector<rpc::WorkerOpMetrics>& m
   return out;
 }
 
+std::vector<pipeline::OpStatsSnapshot> OpStatsSince(
+    const std::vector<pipeline::OpStatsSnapshot>& was,
+    const std::vector<pipeline::OpStatsSnapshot>& now) {
+  std::vector<pipeline::OpStatsSnapshot> out = now;
+  for (size_t i = 0; i < out.size() && i < was.size(); ++i) {
+    pipeline::OpStatsSnapshot& op = out[i];
+    const pipeline::OpStatsSnapshot& before = was[i];
+    if (before.name != op.name || op.samples - before.samples < kMinFitSamples) continue;
+    op.samples -= before.samples;
+    op.cpu_ns -= before.cpu_ns;
+    op.bytes_out -= before.bytes_out;
+    op.errors -= before.errors;
+  }
+  return out;
+}
+
 policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
                               const std::vector<pipeline::OpStatsSnapshot>& local_ops,
                               const std::vector<WorkerReport>& workers,

@@ -99,6 +99,16 @@ std::vector<policy::OpCost> OpCostsOf(const std::vector<pipeline::OpStatsSnapsho
 // A worker's in-band metrics as policy::OpCost (only ops that processed samples).
 std::vector<policy::OpCost> OpCostsOf(const std::vector<rpc::WorkerOpMetrics>& metrics);
 
+// The ops' counters from `was` to `now` (two snapshots of one Loader's ops): what each op
+// cost over a window. The measuring window leaves out the Loader's first batch, whose ops
+// cost 1.5-5x their steady figure (first touches of fresh buffers, first-call set-up), and the
+// ops' costs are read over the same window, not since the start. An op with fewer than
+// kMinFitSamples samples in the window keeps its counters since the start: a mean over a
+// few samples is no better a figure than one with the start-up in it.
+std::vector<pipeline::OpStatsSnapshot> OpStatsSince(
+    const std::vector<pipeline::OpStatsSnapshot>& was,
+    const std::vector<pipeline::OpStatsSnapshot>& now);
+
 // What lz4 and zstd would do to the wire: ratio and CPU per raw byte, measured by compressing
 // and decompressing `batch`'s bytes (at most the first 4 MiB) once here (the worker's compression cost is taken to be
 // this machine's). The trainer's cost is `recv_cpu_s_per_byte` plus decompression. The ratio
