@@ -163,7 +163,7 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
     const int64_t faults_before = Faults();
     codec_costs_ = MeasureCodecs(*out, CostDefaults().recv_cpu_s_per_byte);
     codec_probe_cpu_ns_ = ThreadCpuNanos() - cpu_before;
-    codec_probe_faults_ += Faults() - faults_before;
+    codec_probe_faults_ = Faults() - faults_before;
   }
   // The probe is the profiler's own cost: neither a stall nor the accelerator's step.
   if (measured_codecs) meter_.Exclude(Now());
@@ -180,7 +180,7 @@ Status AutoLoader::Tick(int64_t now_ns) {
       if (c.batches >= options_.warmup_batches) {
         first_window_ns_ = now_ns;
         StartWindow(now_ns);
-        MemoryGrew();
+        MemoryGrew();  // the baseline the next batch's faults are counted from
       }
       return absl::OkStatus();
     }
@@ -214,7 +214,6 @@ void AutoLoader::StartWindow(int64_t now_ns) {
   window_mark_ = MarkNow();
   // A probe before this start is not in the window's CPU.
   codec_probe_cpu_ns_ = 0;
-  ++window_starts_;
 }
 
 int64_t AutoLoader::Faults() const {
@@ -301,7 +300,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
           : "planned from measured costs and ",
       window.batches, " batches measured all-local (", absl::StrFormat("%.2f", window.wall_s),
       " s, stall ", absl::StrFormat("%.1f%%", 100 * window.stall_fraction()),
-      window_starts_ > 1
+      window_start_ns_ > first_window_ns_
           ? absl::StrFormat(", from %.2f s on: the engine's memory grew until then",
                             (window_start_ns_ - first_window_ns_) / 1e9)
           : "",
@@ -657,7 +656,6 @@ AutoLoader::ReceiveMark AutoLoader::MarkNow() const {
   ReceiveMark m;
   m.process_cpu_ns = ProcessCpuNanos();
   const LoaderReport r = loader_->Report();
-  for (const pipeline::OpStatsSnapshot& op : r.local_ops) m.op_cpu_ns += op.cpu_ns;
   m.ops = r.local_ops;
   m.samples_out = r.samples_out;
   for (const WorkerReport& w : r.workers) {
@@ -701,7 +699,12 @@ ReceiveWindow AutoLoader::WindowSince(const ReceiveMark& was) const {
   const ReceiveMark now = MarkNow();
   ReceiveWindow w;
   w.process_cpu_s = (now.process_cpu_ns - was.process_cpu_ns) / 1e9;
-  w.op_cpu_s = (now.op_cpu_ns - was.op_cpu_ns) / 1e9;
+  const auto op_cpu_ns = [](const ReceiveMark& m) {
+    int64_t sum = 0;
+    for (const pipeline::OpStatsSnapshot& op : m.ops) sum += op.cpu_ns;
+    return sum;
+  };
+  w.op_cpu_s = (op_cpu_ns(now) - op_cpu_ns(was)) / 1e9;
   w.samples_out = now.samples_out - was.samples_out;
   w.remote_samples = now.remote_samples - was.remote_samples;
   w.bytes = static_cast<double>(now.bytes - was.bytes);

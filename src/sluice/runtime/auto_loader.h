@@ -75,9 +75,10 @@ struct AutoOptions {
   int64_t stored_measure_batches = 8;
   int64_t warmup_batches = 1;
   // The window starts again at a batch after which the process faulted in more than this
-  // many fresh pages per sample delivered since the last batch, for at most `measure_s`
-  // (and `measure_cap_s`) from its first start: the engine is still growing its memory (its queues filling with
-  // fresh buffers), and each fresh page costs its op a fault and the kernel's zeroing.
+  // many fresh pages per sample delivered since the last batch, for at most `measure_s` (and
+  // `measure_cap_s`) from its first start: the engine is still growing its memory (its queues
+  // filling with fresh buffers), and each fresh page costs its op a fault and the kernel's
+  // zeroing.
   // Why 1: growth faults in a sample's output pages (54-265 a sample measured on the image
   // pipeline's first two seconds, when normalize cost 113-147 us a sample against 35 us
   // after), steady state reuses its buffers (0.0-0.2 a sample on the same runs), and one
@@ -185,11 +186,10 @@ class AutoLoader final : public BatchSource {
   // streams' own counters miss gRPC's threads. Marked when such a Loader starts.
   struct ReceiveMark {
     int64_t process_cpu_ns = 0;
-    int64_t op_cpu_ns = 0;
     int64_t samples_out = 0;
     int64_t remote_samples = 0;
     int64_t bytes = 0;
-    // The local ops' counters (the measuring window's op costs: OpStatsSince).
+    // The local ops' counters (their CPU over a window, and its op costs: OpStatsSince).
     std::vector<pipeline::OpStatsSnapshot> ops;
     // Per worker (by address): the CPU it reported for its session, and the samples its
     // last op had processed in the same report.
@@ -268,7 +268,6 @@ class AutoLoader final : public BatchSource {
   bool MemoryGrew();
   int64_t Faults() const;
   int64_t first_window_ns_ = -1;  // the window's first start
-  int window_starts_ = 0;
   int64_t growth_faults_ = 0;     // at the last MemoryGrew
   int64_t growth_samples_ = 0;
   int64_t codec_probe_faults_ = 0;
