@@ -247,6 +247,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   ro.accelerator_ms = accelerator_ms;
   ro.fastflow_steps = fastflow_steps;
+  // The planning steps come on top of --steps (runtime::TrainOptions::settled).
+  ro.batches_after_plan = steps;
 
   const int64_t start = NowNanos();
   ProgressLine progress(stderr, isatty(STDERR_FILENO) == 1, start);

@@ -23,6 +23,16 @@ bool Changed(double now, double before, double threshold) {
 
 std::string Fmt(double v) { return absl::StrFormat("%.3g", v); }
 
+// E[max(0, X)] for X normal with mean `mean` and standard deviation `sd` (max(0, mean) for
+// sd = 0).
+double ExpectedPositivePart(double mean, double sd) {
+  if (!(sd > 0)) return std::max(0.0, mean);
+  const double z = mean / sd;
+  const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+  const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+  return mean * cdf + sd * pdf;
+}
+
 }  // namespace
 
 const char* DecisionKindName(DecisionKind kind) {
@@ -894,6 +904,11 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
     const int most = 2 * options_.min_measured_periods;
     if (cur.rate.n < most && needed <= most) return std::nullopt;
   }
+  // In a run about to end, a check may cost more than it can gain.
+  if (m.remaining_s.has_value() && m.period_s > 0) {
+    const double check_s = options_.settle_s + options_.min_measured_periods * m.period_s;
+    if (!CheckPaysBack(cur.rate, reference, *m.remaining_s, check_s)) return std::nullopt;
+  }
   checking_against_ = plan_;
   checking_receive_ = m.receive;
   checking_reference_ = reference;
@@ -913,6 +928,15 @@ std::optional<TimelineEntry> Controller::MaybeLocalCheck(const Measurement& m) {
                              " measured while starting, ", FormatRate(predicted),
                              " predicted): all-local runs ", options_.min_measured_periods,
                              " periods as a check"));
+}
+
+bool Controller::CheckPaysBack(const RateStats& offload, double reference, double remaining_s,
+                               double check_s) const {
+  const double gap = offload.Mean() - reference;
+  const double sd = offload.StdDev() * std::sqrt(1.0 / std::max(1, offload.n) + 1.0);
+  const double gain = ExpectedPositivePart(-gap, sd) * std::max(0.0, remaining_s);
+  const double cost = ExpectedPositivePart(gap, sd) * std::clamp(remaining_s, 0.0, check_s);
+  return gain > cost;
 }
 
 std::optional<TimelineEntry> Controller::MaybeEndLocalCheck(double t) {

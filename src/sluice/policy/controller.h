@@ -108,6 +108,12 @@ struct Measurement {
   // window. Used when the plan is left for all-local because it measured worse
   // (Controller::KeepReceiveCostOfLoss).
   ReceiveReading receive;
+  // What the rates above are over, in seconds (<= 0: not given).
+  double period_s = 0;
+  // How long the run has left at the current rate, where the caller knows how long it runs
+  // (runtime::AutoOptions::batches_after_plan); nullopt: not known, taken as long. An
+  // all-local check is weighed against it (Controller::CheckPaysBack).
+  std::optional<double> remaining_s;
 };
 
 // The planner's options in a closed loop: every plan is measured (a worse one is rolled
@@ -304,6 +310,18 @@ class Controller {
   // start window's lower bound and the model's prediction) runs all-local for a few
   // periods; the higher measured mean then stays.
   std::optional<TimelineEntry> MaybeLocalCheck(const Measurement& m);
+  // Whether an all-local check of the plan in force (rate `offload`) against all-local's
+  // estimate `reference` is worth its cost in a run with `remaining_s` left, the check taking
+  // `check_s`. The offload's true gain g over all-local is taken as normal, centred on the
+  // measured gap, with the spread of a difference of the offload's mean and one period's
+  // rate (the all-local estimate rests on a window of 0.5-2 s, about one period). If g > 0
+  // the check costs g for as long as it runs (min(check_s, remaining_s)); if g < 0 it gains
+  // |g| for the rest of the run, all-local running from the check on. It runs when the
+  // expected gain is larger: E[max(0, -g)] x remaining_s > E[max(0, g)] x min(check_s,
+  // remaining_s). No constant: a long run checks any doubt, a short one goes with the sign of
+  // the measured gap.
+  bool CheckPaysBack(const RateStats& offload, double reference, double remaining_s,
+                     double check_s) const;
   std::optional<TimelineEntry> MaybeEndLocalCheck(double t);
 
   TimelineEntry Record(double t, DecisionKind kind, std::string reason);

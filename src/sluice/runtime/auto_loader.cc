@@ -316,6 +316,7 @@ Status AutoLoader::PlanFirst(int64_t now_ns) {
   last_observe_cpu_ns_ = ProcessCpuNanos();
   trainer_cpu_budget_ = profile.trainer_cpu_budget;
   last_observe_ = meter_.counters();
+  plan_batches_ = last_observe_.batches;
   meter_.TakeMinStepNs();  // periods start here
   smoothed_step_s_ = profile.consumer.step_s;
   return absl::OkStatus();
@@ -329,6 +330,12 @@ Status AutoLoader::Observe(int64_t now_ns) {
   m.t_s = Seconds(now_ns);
   m.samples_per_s = window.samples_per_s();
   m.stall_fraction = window.stall_fraction();
+  m.period_s = period;
+  if (options_.batches_after_plan > 0 && window.batches > 0 && period > 0) {
+    const int64_t taken = meter_.counters().batches - plan_batches_;
+    const int64_t left = std::max<int64_t>(0, options_.batches_after_plan - taken);
+    m.remaining_s = left / (window.batches / period);
+  }
   // The period's shortest step (ConsumerMeter::TakeMinStepNs), smoothed over periods: the
   // mean of a sleep-sized step on a throttled trainer jitters by more than the controller's
   // threshold from one second to the next; a real change still shows within a period or two.

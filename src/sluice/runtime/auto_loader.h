@@ -87,6 +87,12 @@ struct AutoOptions {
   double growth_faults_per_sample = 1.0;
   bool closed_loop = true;
   double observe_interval_s = 1.0;
+  // How many batches the caller takes after the first plan, where it knows (`sluice train
+  // --steps`, whose planning steps come on top); 0: not known, as for a Python loop, whose
+  // pass may be followed by others. With it each measurement says how long the run has
+  // left (policy::Measurement::remaining_s), and the loop does not spend the end of a short
+  // run on an all-local check that cannot pay back (policy::Controller::CheckPaysBack).
+  int64_t batches_after_plan = 0;
   // false: plan but keep the local pipeline (`sluice plan`).
   bool apply_plans = true;
   // Where costs are kept between runs; nullopt: no store.
@@ -280,6 +286,7 @@ class AutoLoader final : public BatchSource {
   int64_t last_observe_cpu_ns_ = 0;
   double trainer_cpu_budget_ = 0;
   ConsumerCounters last_observe_;
+  int64_t plan_batches_ = 0;  // handed out when the first plan was applied
   double smoothed_step_s_ = 0;
   // Workers found by name (AutoOptions::worker_names): the list expanded again in the
   // background; its result taken in at the next observation (Rediscover).

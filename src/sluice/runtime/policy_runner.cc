@@ -201,6 +201,7 @@ StatusOr<std::unique_ptr<PolicyRunner>> PolicyRunner::Open(const pipeline::Pipel
     ao.worker_names = names;
     ao.base = base;
     ao.measure_s = o.measure_s;
+    ao.batches_after_plan = o.batches_after_plan;
     if (o.measure_batches > 0) ao.measure_batches = o.measure_batches;
     ao.apply_plans = o.apply_plans;
     ao.closed_loop = o.apply_plans;

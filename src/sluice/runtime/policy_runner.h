@@ -62,6 +62,9 @@ struct RunnerOptions {
   // after 10 warm-up steps otherwise).
   double accelerator_ms = -1;
   int64_t fastflow_steps = 0;
+  // sluice/auto: the batches the caller takes after the first plan, where it knows (its
+  // steps); 0: not known (AutoOptions::batches_after_plan).
+  int64_t batches_after_plan = 0;
   // Notes for the user (why the run is local, metric store hits, unreachable workers,
   // FastFlow's runs). Default: stderr.
   std::function<void(const std::string&)> log;
