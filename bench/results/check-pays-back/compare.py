@@ -1,6 +1,6 @@
-import json, os, statistics, sys
 """New build against old over the rounds of ab.sh: each sluice run (cold, then two from the
 metric store) new / old in its round, and how many all-local checks each ran."""
+import json, os, statistics, sys
 root = sys.argv[1]
 rounds = sorted({d.split('-')[1] for d in os.listdir(root) if d.startswith(('new-', 'old-')) and os.path.isdir(os.path.join(root, d))})
 names = sorted({f for d in os.listdir(root) if d.startswith('new-') and os.path.isdir(os.path.join(root, d)) for f in os.listdir(os.path.join(root, d))})

@@ -318,8 +318,8 @@ class Controller {
   // the check costs g for as long as it runs (min(check_s, remaining_s)); if g < 0 it gains
   // |g| for the rest of the run, all-local running from the check on. It runs when the
   // expected gain is larger: E[max(0, -g)] x remaining_s > E[max(0, g)] x min(check_s,
-  // remaining_s). No constant: a long run checks any doubt, a short one goes with the sign of
-  // the measured gap.
+  // remaining_s). No constant: a long run checks as before (the noise test above decides), and
+  // a run with less left than a check takes goes with the sign of the measured gap.
   bool CheckPaysBack(const RateStats& offload, double reference, double remaining_s,
                      double check_s) const;
   std::optional<TimelineEntry> MaybeEndLocalCheck(double t);
