@@ -934,7 +934,10 @@ bool Controller::CheckPaysBack(const RateStats& offload, double reference, doubl
                                double check_s) const {
   const double gap = offload.Mean() - reference;
   const double sd = offload.StdDev() * std::sqrt(1.0 / std::max(1, offload.n) + 1.0);
-  const double gain = ExpectedPositivePart(-gap, sd) * std::max(0.0, remaining_s);
+  // All-local's lead counts from the switch's settle on: before that the new plan does not run
+  // at its rate (the premise of settle_s), and a switch in a run's last seconds only costs.
+  const double gain =
+      ExpectedPositivePart(-gap, sd) * std::max(0.0, remaining_s - options_.settle_s);
   const double cost = ExpectedPositivePart(gap, sd) * std::clamp(remaining_s, 0.0, check_s);
   return gain > cost;
 }

@@ -316,10 +316,12 @@ class Controller {
   // measured gap, with the spread of a difference of the offload's mean and one period's
   // rate (the all-local estimate rests on a window of 0.5-2 s, about one period). If g > 0
   // the check costs g for as long as it runs (min(check_s, remaining_s)); if g < 0 it gains
-  // |g| for the rest of the run, all-local running from the check on. It runs when the
-  // expected gain is larger: E[max(0, -g)] x remaining_s > E[max(0, g)] x min(check_s,
-  // remaining_s). No constant: a long run checks as before (the noise test above decides), and
-  // a run with less left than a check takes goes with the sign of the measured gap.
+  // |g| for the rest of the run once the switch has settled (settle_s), all-local running from
+  // the check on. It runs when the expected gain is larger: E[max(0, -g)] x (remaining_s -
+  // settle_s) > E[max(0, g)] x min(check_s, remaining_s). No new constant: a long run checks as
+  // before (the noise test above decides), a run with less left than a check takes goes with
+  // the sign of the measured gap and how clear it is, and one with less than a settle left
+  // does not switch.
   bool CheckPaysBack(const RateStats& offload, double reference, double remaining_s,
                      double check_s) const;
   std::optional<TimelineEntry> MaybeEndLocalCheck(double t);
