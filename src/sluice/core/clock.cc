@@ -19,6 +19,16 @@ int64_t ProcessMinorFaults() {
   return static_cast<int64_t>(ru.ru_minflt);
 }
 
+std::optional<SchedTimes> ThreadSchedTimes() {
+  FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (f == nullptr) return std::nullopt;
+  long long run = 0, wait = 0;
+  const int n = std::fscanf(f, "%lld %lld", &run, &wait);
+  std::fclose(f);
+  if (n != 2 || run < 0 || wait < 0) return std::nullopt;
+  return SchedTimes{static_cast<int64_t>(run), static_cast<int64_t>(wait)};
+}
+
 int64_t CurrentRssBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <ctime>
+#include <optional>
 
 namespace sluice {
 
@@ -25,6 +26,15 @@ inline int64_t ProcessCpuNanos() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
+
+// The calling thread's time on a CPU and waiting for one (runnable but not running: other
+// threads, or its cgroup's CPU quota spent), in ns since it started, from
+// /proc/thread-self/schedstat; nullopt where the kernel does not keep them.
+struct SchedTimes {
+  int64_t run_ns = 0;
+  int64_t wait_ns = 0;
+};
+std::optional<SchedTimes> ThreadSchedTimes();
 
 // Peak resident set size of this process in bytes (from getrusage).
 int64_t PeakRssBytes();

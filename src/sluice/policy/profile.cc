@@ -37,6 +37,12 @@ double Costs::TrainerCpuSeconds(int begin, int end) const {
   return CpuSeconds(begin, end) + StageCpuSeconds(begin, end);
 }
 
+void Costs::ScaleLocalCpu(double factor) {
+  for (OpCost& op : ops) op.cpu_s_per_sample *= factor;
+  batch_cpu_s_per_sample *= factor;
+  local_cpu_s_per_sample *= factor;
+}
+
 double ConsumerProfile::DemandSamplesPerS() const {
   if (!(step_s > 0)) return std::numeric_limits<double>::infinity();
   return std::max(batch_size, 1) / step_s;
@@ -131,7 +137,8 @@ Status ValidateProfile(const Profile& p) {
     const std::string f = absl::StrCat("workers[", i, "]");
     SLUICE_RETURN_IF_ERROR(CheckNonNegative(w.cpu_budget, f + ".cpu_budget"));
     SLUICE_RETURN_IF_ERROR(CheckNonNegative(w.rtt_s, f + ".rtt_s"));
-    if (std::isnan(w.link_bytes_per_s) || std::isnan(w.storage_bytes_per_s)) {
+    if (std::isnan(w.link_bytes_per_s) || std::isnan(w.storage_bytes_per_s) ||
+        std::isnan(w.link_at_least_bytes_per_s)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: ", f, " has a NaN bandwidth"));
     }
     if (!std::isfinite(w.speed_factor) || w.speed_factor <= 0) {
@@ -328,7 +335,7 @@ json ToJson(const ConsumerProfile& c) {
 }
 
 json ToJson(const WorkerProfile& w) {
-  return json{{"address", w.address},
+  json out{{"address", w.address},
               {"cpu_budget", w.cpu_budget},
               {"link_bytes_per_s", w.link_bytes_per_s},
               {"rtt_s", w.rtt_s},
@@ -336,6 +343,8 @@ json ToJson(const WorkerProfile& w) {
               {"storage_bytes_per_s", w.storage_bytes_per_s},
               {"ops", OpsToJson(w.ops)},
               {"speed_factor", w.speed_factor}};
+  if (w.link_at_least_bytes_per_s > 0) out["link_at_least_bytes_per_s"] = w.link_at_least_bytes_per_s;
+  return out;
 }
 
 json ToJson(const Profile& p) {
@@ -373,6 +382,7 @@ StatusOr<Profile> ProfileFromJson(const json& j) {
       SLUICE_RETURN_IF_ERROR(wr.String("address", &w.address));
       SLUICE_RETURN_IF_ERROR(wr.Number("cpu_budget", &w.cpu_budget));
       SLUICE_RETURN_IF_ERROR(wr.Number("link_bytes_per_s", &w.link_bytes_per_s));
+      SLUICE_RETURN_IF_ERROR(wr.Number("link_at_least_bytes_per_s", &w.link_at_least_bytes_per_s));
       SLUICE_RETURN_IF_ERROR(wr.Number("rtt_s", &w.rtt_s));
       SLUICE_RETURN_IF_ERROR(wr.Bool("has_storage", &w.has_storage));
       SLUICE_RETURN_IF_ERROR(wr.Number("storage_bytes_per_s", &w.storage_bytes_per_s));

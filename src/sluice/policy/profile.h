@@ -98,6 +98,9 @@ struct Costs {
   double StageCpuSeconds(int begin, int end) const;
   // The trainer's CPU per sample taking ops[begin, end) here: CpuSeconds + StageCpuSeconds.
   double TrainerCpuSeconds(int begin, int end) const;
+  // Multiplies what a sample costs taken all-local (every op, batching, the engine's stages)
+  // by `factor`; receiving, sending and codecs stay.
+  void ScaleLocalCpu(double factor);
 };
 
 // The consumer: the training loop that calls next().
@@ -116,6 +119,9 @@ struct WorkerProfile {
   std::string address;
   double cpu_budget = 0;        // CPUs the worker may use
   double link_bytes_per_s = 0;  // each direction; <= 0: not measured (no constraint)
+  // Where the probe's reading measured the trainer's receiving rather than the link (the
+  // link is then not a constraint): that reading, a lower bound on the link. Reports only.
+  double link_at_least_bytes_per_s = 0;
   double rtt_s = 0;
   bool has_storage = true;         // can read the data itself (remote_read)
   double storage_bytes_per_s = 0;  // its read bandwidth; <= 0: not limited
