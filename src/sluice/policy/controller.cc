@@ -389,18 +389,23 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
   // 18-43% more on random-17), and predicted all-local at 0.72-0.95 of the rate measured at
   // the start; planned from them, a plan that holds the trainer to its share (spill=workers)
   // gave it too small a share and left it idle waiting for the workers'. The trainer's
-  // effective CPU is raised until the prediction meets the measured rate (a floor: a start
-  // window slower than the model says nothing, its start-up is in it).
+  // local costs (its ops, batching and the engine's stages) are scaled until the prediction
+  // meets the measured rate (a floor: a start window slower than the model says nothing,
+  // its start-up is in it). The costs, not the trainer's CPU: its CPU is a quota read
+  // exactly, the ops' costs are what was measured elsewhere, and the workers run the same
+  // ops. Scaling the CPU instead had left the workers charged the stored costs: on the
+  // demo's testbed, stored op costs twice the start window's put its worker at 684 us a
+  // sample where it took about 380, and the plan kept 46% of the samples on the trainer.
   std::string floored;
   if (local_samples_per_s.has_value() && *local_samples_per_s > 0) {
     const Evaluation local = EvaluateFixed(effective_profile(), Candidate{0}, 0, {});
     if (local.feasible && local.trainer_bound == Bound::kTrainerCpu &&
         local.predicted_samples_per_s > 0 && local.predicted_samples_per_s < *local_samples_per_s) {
-      trainer_factor_ =
-          std::clamp(trainer_factor_ * *local_samples_per_s / local.predicted_samples_per_s,
-                     kMinFactor, kMaxFactor);
+      profile_.costs.ScaleLocalCpu(std::max(
+          local.predicted_samples_per_s / *local_samples_per_s, kMinFactor));
       floored = absl::StrCat(
-          "; the trainer's costs scaled by ",
+          "; the ops' costs (here and on workers without their own) and the trainer's local "
+          "costs scaled by ",
           absl::StrFormat("%.2f", local.predicted_samples_per_s / *local_samples_per_s),
           " to meet the all-local rate measured (", FormatRate(local.predicted_samples_per_s),
           " samples/s predicted)");

@@ -1018,7 +1018,9 @@ TEST(ControllerTest, ARunEndingOnARetestedShapeThatWonDropsItsLoss) {
 
 // The model's all-local rate is raised to what all-local measured before the first plan (a
 // lower bound of its steady rate), never lowered to it: stored costs that make the trainer
-// slower than it measured would hold it to too small a share of an offload.
+// slower than it measured would hold it to too small a share of an offload. What is scaled
+// is the ops' costs, which the workers share: a worker with no costs of its own is charged
+// the scaled ones, while receiving and the trainer's CPU budget stay as measured.
 TEST(ControllerTest, TheModelsAllLocalIsRaisedToTheRateMeasuredBeforeTheFirstPlan) {
   Controller probe(StandardProfile());
   probe.Start(0, 1);
@@ -1028,11 +1030,23 @@ TEST(ControllerTest, TheModelsAllLocalIsRaisedToTheRateMeasuredBeforeTheFirstPla
   Controller faster(StandardProfile());
   const TimelineEntry e = faster.Start(0, 1.3 * model);
   EXPECT_NEAR(faster.plan().predicted_local_samples_per_s, 1.3 * model, 1e-6 * model);
-  EXPECT_THAT(e.reason, HasSubstr("the trainer's costs scaled by 0.77 to meet the all-local "
-                                  "rate measured"));
-  if (faster.plan().offload && probe.plan().offload && SameShape(faster.plan(), probe.plan())) {
-    EXPECT_LT(faster.plan().ratio, probe.plan().ratio);  // the trainer takes more
+  EXPECT_THAT(e.reason, HasSubstr("and the trainer's local costs scaled by 0.77 to meet the "
+                                  "all-local rate measured"));
+  const Profile was = StandardProfile();
+  const Profile now = faster.effective_profile();
+  EXPECT_DOUBLE_EQ(now.trainer_cpu_budget, was.trainer_cpu_budget);
+  ASSERT_EQ(now.costs.ops.size(), was.costs.ops.size());
+  for (size_t i = 0; i < was.costs.ops.size(); ++i) {
+    EXPECT_NEAR(now.costs.ops[i].cpu_s_per_sample, was.costs.ops[i].cpu_s_per_sample / 1.3,
+                1e-9 * was.costs.ops[i].cpu_s_per_sample)
+        << i;
   }
+  EXPECT_EQ(now.costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte,
+            was.costs.CostOf(Codec::kNone)->trainer_cpu_s_per_byte);
+  ASSERT_FALSE(now.workers.empty());
+  EXPECT_NEAR(now.workers[0].OpCpuSeconds(now.costs, 1),
+              was.workers[0].OpCpuSeconds(was.costs, 1) / 1.3,
+              1e-9 * was.workers[0].OpCpuSeconds(was.costs, 1));
 
   Controller slower(StandardProfile());
   const TimelineEntry s = slower.Start(0, 0.8 * model);
