@@ -207,13 +207,7 @@ TEST_F(AutoplanTest, PlanPrintsMeasurementsCandidatesAndAPlan) {
   EXPECT_EQ(j["command"], "plan");
   ASSERT_EQ(j["profile"]["workers"].size(), 1u);
   EXPECT_GT(j["profile"]["workers"][0]["cpu_budget"].get<double>(), 0);
-  // A reading either way: the link's, or (the trainer's receiving took most of the probe,
-  // as on loopback it may) a lower bound that is no limit.
-  const nlohmann::json& w0 = j["profile"]["workers"][0];
-  EXPECT_GT(std::max(w0["link_bytes_per_s"].get<double>(),
-                     w0.value("link_at_least_bytes_per_s", 0.0)),
-            0)
-      << w0.dump();
+  EXPECT_GT(j["profile"]["workers"][0]["link_bytes_per_s"].get<double>(), 0);
   EXPECT_EQ(j["profile"]["costs"]["ops"].size(), 5u);
   // Every candidate: cuts 0..5 and batch, remote_read, plus local_read for cuts 1..5 and batch,
   // each without compression and with lz4 and zstd (measured on the output).

@@ -62,14 +62,9 @@ std::string DescribeProfile(const policy::Profile& p, double measured_s) {
                                             1e9));
   if (p.workers.empty()) absl::StrAppend(&out, "  no worker answered\n");
   for (const policy::WorkerProfile& w : p.workers) {
-    const std::string link =
-        w.link_bytes_per_s > 0 ? absl::StrCat(FormatBytes(w.link_bytes_per_s), "/s")
-        : w.link_at_least_bytes_per_s > 0
-            ? absl::StrCat("at least ", FormatBytes(w.link_at_least_bytes_per_s),
-                           "/s (the probe measured this trainer's receiving; not a limit)")
-            : std::string("not measured");
-    absl::StrAppend(&out, absl::StrFormat("  worker %s: %.2f CPUs, link %s, RTT %s\n", w.address,
-                                          w.cpu_budget, link, Ms(w.rtt_s)));
+    absl::StrAppend(&out,
+                    absl::StrFormat("  worker %s: %.2f CPUs, link %s/s, RTT %s\n", w.address,
+                                    w.cpu_budget, FormatBytes(w.link_bytes_per_s), Ms(w.rtt_s)));
   }
   return out;
 }

@@ -137,8 +137,7 @@ Status ValidateProfile(const Profile& p) {
     const std::string f = absl::StrCat("workers[", i, "]");
     SLUICE_RETURN_IF_ERROR(CheckNonNegative(w.cpu_budget, f + ".cpu_budget"));
     SLUICE_RETURN_IF_ERROR(CheckNonNegative(w.rtt_s, f + ".rtt_s"));
-    if (std::isnan(w.link_bytes_per_s) || std::isnan(w.storage_bytes_per_s) ||
-        std::isnan(w.link_at_least_bytes_per_s)) {
+    if (std::isnan(w.link_bytes_per_s) || std::isnan(w.storage_bytes_per_s)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: ", f, " has a NaN bandwidth"));
     }
     if (!std::isfinite(w.speed_factor) || w.speed_factor <= 0) {
@@ -335,7 +334,7 @@ json ToJson(const ConsumerProfile& c) {
 }
 
 json ToJson(const WorkerProfile& w) {
-  json out{{"address", w.address},
+  return json{{"address", w.address},
               {"cpu_budget", w.cpu_budget},
               {"link_bytes_per_s", w.link_bytes_per_s},
               {"rtt_s", w.rtt_s},
@@ -343,8 +342,6 @@ json ToJson(const WorkerProfile& w) {
               {"storage_bytes_per_s", w.storage_bytes_per_s},
               {"ops", OpsToJson(w.ops)},
               {"speed_factor", w.speed_factor}};
-  if (w.link_at_least_bytes_per_s > 0) out["link_at_least_bytes_per_s"] = w.link_at_least_bytes_per_s;
-  return out;
 }
 
 json ToJson(const Profile& p) {
@@ -382,7 +379,6 @@ StatusOr<Profile> ProfileFromJson(const json& j) {
       SLUICE_RETURN_IF_ERROR(wr.String("address", &w.address));
       SLUICE_RETURN_IF_ERROR(wr.Number("cpu_budget", &w.cpu_budget));
       SLUICE_RETURN_IF_ERROR(wr.Number("link_bytes_per_s", &w.link_bytes_per_s));
-      SLUICE_RETURN_IF_ERROR(wr.Number("link_at_least_bytes_per_s", &w.link_at_least_bytes_per_s));
       SLUICE_RETURN_IF_ERROR(wr.Number("rtt_s", &w.rtt_s));
       SLUICE_RETURN_IF_ERROR(wr.Bool("has_storage", &w.has_storage));
       SLUICE_RETURN_IF_ERROR(wr.Number("storage_bytes_per_s", &w.storage_bytes_per_s));

@@ -119,9 +119,6 @@ struct WorkerProfile {
   std::string address;
   double cpu_budget = 0;        // CPUs the worker may use
   double link_bytes_per_s = 0;  // each direction; <= 0: not measured (no constraint)
-  // Where the probe's reading measured the trainer's receiving rather than the link (the
-  // link is then not a constraint): that reading, a lower bound on the link. Reports only.
-  double link_at_least_bytes_per_s = 0;
   double rtt_s = 0;
   bool has_storage = true;         // can read the data itself (remote_read)
   double storage_bytes_per_s = 0;  // its read bandwidth; <= 0: not limited

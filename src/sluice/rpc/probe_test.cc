@@ -1,14 +1,21 @@
 // The Probe RPC and rpc::ProbeWorker (the trainer's link measurement at connect).
 #include <grpcpp/grpcpp.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/core/clock.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/remote_stream.h"
 #include "sluice/rpc/worker.grpc.pb.h"
@@ -99,6 +106,39 @@ TEST(ProbeTest, ProbeWorkerMeasuresRttBandwidthAndReadsTheInfo) {
   EXPECT_GT(probe->bytes_per_s, 0);
   EXPECT_GE(probe->probe_bytes, 64 << 10);
   EXPECT_GT(probe->probe_s, 0);
+}
+
+// The time the thread reading the reply waits for a CPU is the trainer's, not the link's: a
+// probe whose thread shares one CPU with a busy one waits, says how long, and leaves that out
+// of the times its readings divide by.
+TEST(ProbeTest, TimeWaitingForACpuIsLeftOutOfTheReading) {
+  if (!ThreadSchedTimes().has_value()) GTEST_SKIP() << "no /proc/thread-self/schedstat";
+  auto server = StartProbeServer();
+  ASSERT_NE(server, nullptr);
+  ConnectOptions c;
+  c.address = server->address();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  cpu_set_t was;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(was), &was), 0);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  std::atomic<bool> stop{false};
+  // A spinner on the same CPU, bounded by the flag and by 30 s of its own.
+  std::thread spinner([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!stop.load() && std::chrono::steady_clock::now() < until) {
+    }
+  });
+  StatusOr<LinkProbe> probe = ProbeWorker(c, /*target_s=*/0.05, /*max_s=*/5.0);
+  stop = true;
+  spinner.join();
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(was), &was), 0);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_GT(probe->cpu_wait_s, 0);
+  EXPECT_LE(probe->cpu_wait_s, probe->probe_s);
+  EXPECT_GT(probe->bytes_per_s, 0);
 }
 
 // The in-use re-probe (no time for a rate): GetInfo, the RTT and one small call, no more;

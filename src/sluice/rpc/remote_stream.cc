@@ -723,9 +723,6 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   const grpc::internal::RpcMethod method("/sluice.rpc.proto.Worker/Probe",
                                          grpc::internal::RpcMethod::NORMAL_RPC, channel);
   limit = std::min<uint64_t>(limit, kMaxProbeBytes);
-  // The receiving thread's time running or waiting for a CPU over the last call (-1: not
-  // known): gRPC's blocking call reads the reply on this thread.
-  double last_busy_s = -1;
   auto call = [&](uint64_t bytes) -> StatusOr<double> {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(std::max(1.0, 2 * max_s)));
@@ -739,15 +736,17 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
         channel.get(), method, &ctx, req, &resp);
     const double seconds = (NowNanos() - t0) / 1e9;
     const std::optional<SchedTimes> s1 = ThreadSchedTimes();
-    last_busy_s = s0.has_value() && s1.has_value()
-                      ? ((s1->run_ns - s0->run_ns) + (s1->wait_ns - s0->wait_ns)) / 1e9
-                      : -1;
     if (!s.ok()) return WorkerError(connect.address, s);
     if (resp.Length() < bytes) {
       return absl::UnavailableError(absl::StrCat("worker ", connect.address, ": probe reply of ",
                                                  resp.Length(), " bytes, asked for ", bytes));
     }
-    return seconds;
+    // The time this thread (which reads the reply) spent runnable but waiting for a CPU is
+    // the trainer's, not the link's (kLinkProbeTargetS's note).
+    const double waited =
+        s0.has_value() && s1.has_value() ? (s1->wait_ns - s0->wait_ns) / 1e9 : 0;
+    probe.cpu_wait_s += std::clamp(waited, 0.0, seconds);
+    return seconds - std::clamp(waited, 0.0, seconds);
   };
   std::unique_lock<std::mutex> turn;
   if (one_at_a_time != nullptr) {
@@ -784,17 +783,11 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   const auto note_lower = [&](uint64_t b, double t) {
     if (t >= kMinTransferS) lower = std::max(lower, static_cast<double>(b) / t);
   };
-  // The share of the kept reading's call the receiving thread was busy (running or waiting
-  // for a CPU), not waiting for bytes.
-  const auto busy_share = [&](double t) { return last_busy_s >= 0 ? last_busy_s / t : -1; };
   while (bytes > 0) {
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
     probe.probe_bytes = static_cast<int64_t>(bytes);
     const std::optional<double> rate = rate_of(bytes, t);
-    if (rate.has_value()) {
-      best = *rate;
-      probe.receiver_busy_share = busy_share(t);
-    }
+    if (rate.has_value()) best = *rate;
     note_lower(bytes, t);
     if ((t >= target_s && rate.has_value()) || bytes >= limit || !(target_s > 0)) break;
     // Aim at target_s from the rate just seen, at least doubling and at most x16 (x16 while
@@ -813,13 +806,9 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
   // windows. More repeats read no faster and cost the trainer's CPU.
   if (bytes > 0 && best > 0 && elapsed() + static_cast<double>(bytes) / best <= max_s) {
     SLUICE_ASSIGN_OR_RETURN(double t, call(bytes));
-    if (const double again = rate_of(bytes, t).value_or(0); again > best) {
-      best = again;
-      probe.receiver_busy_share = busy_share(t);
-    }
+    best = std::max(best, rate_of(bytes, t).value_or(0));
     note_lower(bytes, t);
   }
-  if (!(best > 0)) probe.receiver_busy_share = -1;
   probe.bytes_per_s = best > 0 ? best : lower;
   probe.probe_s = elapsed();
   return probe;

@@ -143,12 +143,11 @@ struct LinkProbe {
   WorkerInfo info;           // from GetInfo
   double rtt_s = 0;          // the fastest empty round trip
   double bytes_per_s = 0;    // worker -> trainer, the best timed reply; 0: none long enough
-  // Of that reply's call, the share the receiving thread was running or waiting for a CPU
-  // rather than waiting for bytes (-1: not known, or no reply timed). Over
-  // kReceiverBoundShare the reading measured the trainer's receiving, not the link.
-  double receiver_busy_share = -1;
   int64_t probe_bytes = 0;   // size of that reply
   double probe_s = 0;        // time the whole probe took
+  // Over the timed calls, the time the receiving thread waited for a CPU (other threads, or
+  // the trainer's CPU quota spent): left out of each call's time.
+  double cpu_wait_s = 0;
   // For ProbeWorker's `check_path`: whether the worker can read that file itself (remote
   // reads), and why not; nullopt when not asked (or an older worker).
   std::optional<bool> can_read;
@@ -168,18 +167,15 @@ struct LinkProbe {
 // - kLinkProbeMaxS bounds the whole probe on a slow or contended link.
 // The largest reply is repeated once (ProbeWorker); four repeats read no faster and had put
 // a 0.5-CPU trainer's first plan 0.15 s later (docs/BENCHMARKS.md).
+// Each call's time leaves out what the thread reading the reply spent waiting for a CPU
+// (runnable, not running: from /proc/thread-self/schedstat). A small trainer on a fast link
+// spends its quota receiving and is throttled: on the demo's 10 Gbit link a 0.5-CPU trainer's
+// 16 MiB reply took 58-92 ms, 13-38 ms of it waiting for a CPU, and the reading moved between
+// 188 and 1,156 MB/s from run to run; taken as the link's rate, the low ones made the worker
+// "link-bound" at half its CPU's capacity. Receiving itself is the trainer's CPU, which the
+// model charges per byte; the wait is neither the link nor that charge.
 inline constexpr double kLinkProbeTargetS = 0.1;
 inline constexpr double kLinkProbeMaxS = 1.0;
-// A reading whose call kept the receiving thread busy (running, or waiting for a CPU: a
-// trainer's quota spent) for more than this share of it measured the receiver. Why a half:
-// the link's own time in a call lies between the call less the receiver's busy time (link
-// and receiver one after the other) and the whole call (overlapped), so with at most half
-// busy the link's rate is within 2x of the reading; over half, the link may be any rate
-// above it. On the demo's 10 Gbit link, a 0.5-CPU trainer's reading took 73-97% busy and
-// read 188-1,156 MB/s of 1,250; links to 2.4 Gbit beside the suite's trainers read 0.94-1.02
-// of theirs. The model charges receiving as the trainer's CPU: taken as the link's rate too,
-// a receiver-bound reading counted it twice (runtime::WorkerFromProbe).
-inline constexpr double kReceiverBoundShare = 0.5;
 
 // Connects, asks GetInfo, times a few empty Probe calls (RTT) and then replies of growing
 // size until one takes at least `target_s` (the bandwidth is its bytes over its time less the

@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
-#include "sluice/policy/format.h"
 #include "sluice/policy/sluice_planner.h"
 
 namespace sluice::runtime {
@@ -74,14 +73,6 @@ StatusOr<std::unique_ptr<AutoLoader>> AutoLoader::Create(const pipeline::Pipelin
       } else if (p->can_read == false) {
         a->Log(absl::StrCat("worker ", p->info.address, " cannot read the data itself (",
                             p->read_error, "): it gets the bytes from here (local_read)"));
-      }
-      if (p.has_value() && p->receiver_busy_share > rpc::kReceiverBoundShare) {
-        a->Log(absl::StrCat(
-            "worker ", p->info.address, ": the link probe read ",
-            policy::FormatBytes(p->bytes_per_s), "/s with this trainer busy receiving ",
-            absl::StrFormat("%.0f%%", 100 * p->receiver_busy_share),
-            " of the time: that is its receiving, which the plan charges as CPU; the link is "
-            "at least that fast and not taken as a limit"));
       }
     }
   }

@@ -246,14 +246,7 @@ policy::WorkerProfile WorkerFromProbe(const rpc::LinkProbe& probe, double weight
   policy::WorkerProfile w;
   w.address = probe.info.address;
   w.cpu_budget = EntitledCpu(probe.info, weight);
-  // A reading the trainer's receiving bound is not the link's rate, only under it: the link
-  // is left unconstrained (the model charges receiving as trainer CPU), the reading kept as
-  // its lower bound for reports (rpc::kReceiverBoundShare).
-  if (probe.receiver_busy_share > rpc::kReceiverBoundShare) {
-    w.link_at_least_bytes_per_s = probe.bytes_per_s;
-  } else {
-    w.link_bytes_per_s = probe.bytes_per_s;
-  }
+  w.link_bytes_per_s = probe.bytes_per_s;
   w.rtt_s = probe.rtt_s;
   w.has_storage = probe.can_read.value_or(true);  // not asked: assume shared storage
   // Its storage's rate: its --read-limit, or what its URL store measured, the lower of the

@@ -227,26 +227,6 @@ TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
   EXPECT_DOUBLE_EQ(WorkerFromProbe(p).storage_bytes_per_s, 2e6);
 }
 
-// A reading taken while the trainer's receiving thread was busy for most of the call measured
-// the receiving, which the model charges as the trainer's CPU: the link is no limit then, and
-// the reading is kept as its lower bound. At half busy or under, or not known, it is the link.
-TEST(WorkerFromProbeTest, AReadingTheReceiverBoundIsNotTheLinksRate) {
-  rpc::LinkProbe p;
-  p.info.address = "10.0.0.2:7000";
-  p.info.cpu_budget = 1;
-  p.bytes_per_s = 3.4e8;  // a 10 Gbit link read by a 0.5-CPU trainer
-  p.receiver_busy_share = 0.84;
-  policy::WorkerProfile w = WorkerFromProbe(p);
-  EXPECT_DOUBLE_EQ(w.link_bytes_per_s, 0);
-  EXPECT_DOUBLE_EQ(w.link_at_least_bytes_per_s, 3.4e8);
-  for (double share : {0.5, 0.05, -1.0}) {
-    p.receiver_busy_share = share;
-    w = WorkerFromProbe(p);
-    EXPECT_DOUBLE_EQ(w.link_bytes_per_s, 3.4e8) << share;
-    EXPECT_DOUBLE_EQ(w.link_at_least_bytes_per_s, 0) << share;
-  }
-}
-
 // Costs known to the fit: five ops (0.4 ms in all), batching 0.1 ms a sample, receiving an
 // uncompressed byte 2 ns, a received sample 5 us; no engine cost per local sample.
 policy::Costs KnownCosts() {
