@@ -743,10 +743,10 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     }
     // The time this thread (which reads the reply) spent runnable but waiting for a CPU is
     // the trainer's, not the link's (kLinkProbeTargetS's note).
-    const double waited =
-        s0.has_value() && s1.has_value() ? (s1->wait_ns - s0->wait_ns) / 1e9 : 0;
-    probe.cpu_wait_s += std::clamp(waited, 0.0, seconds);
-    return seconds - std::clamp(waited, 0.0, seconds);
+    const double waited = std::clamp(
+        s0.has_value() && s1.has_value() ? (s1->wait_ns - s0->wait_ns) / 1e9 : 0.0, 0.0, seconds);
+    probe.cpu_wait_s += waited;
+    return seconds - waited;
   };
   std::unique_lock<std::mutex> turn;
   if (one_at_a_time != nullptr) {
