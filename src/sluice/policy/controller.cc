@@ -401,12 +401,13 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
     const Evaluation local = EvaluateFixed(effective_profile(), Candidate{0}, 0, {});
     if (local.feasible && local.trainer_bound == Bound::kTrainerCpu &&
         local.predicted_samples_per_s > 0 && local.predicted_samples_per_s < *local_samples_per_s) {
-      profile_.costs.ScaleLocalCpu(std::max(
-          local.predicted_samples_per_s / *local_samples_per_s, kMinFactor));
+      const double scale =
+          std::max(local.predicted_samples_per_s / *local_samples_per_s, kMinFactor);
+      profile_.costs.ScaleLocalCpu(scale);
       floored = absl::StrCat(
           "; the ops' costs (here and on workers without their own) and the trainer's local "
           "costs scaled by ",
-          absl::StrFormat("%.2f", local.predicted_samples_per_s / *local_samples_per_s),
+          absl::StrFormat("%.2f", scale),
           " to meet the all-local rate measured (", FormatRate(local.predicted_samples_per_s),
           " samples/s predicted)");
     }
@@ -577,7 +578,9 @@ void Controller::AbsorbFreshCosts(const Measurement& m) {
     if (op.bytes_out_per_sample > 0) known.bytes_out_per_sample = op.bytes_out_per_sample;
     local_changed = true;
   }
-  // Fresh costs replace what the trainer's calibration factor was standing in for. A
+  // Fresh costs replace what the trainer's calibration factor was standing in for (and the
+  // ops' costs the start floor scaled; batching and the engine's stages, which nothing
+  // measures afresh, keep the floor's scale). A
   // worker's factor stays: its per-op costs leave out what it spends sending (and a slower
   // quota), which is what the factor measured; a new CPU budget resets it.
   if (local_changed) trainer_factor_ = 1;
