@@ -1,6 +1,9 @@
 #include "sluice/core/tensor.h"
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "sluice/core/element.h"
@@ -96,6 +99,40 @@ TEST(TensorTest, LargeBuffersAreRecycledWithinABound) {
     for (int i = 0; i < 64; ++i) many.push_back(Tensor::Empty(DType::kU8, {int64_t{8} << 20}));
   }
   EXPECT_LE(Buffer::CachedBytes(), int64_t{256} << 20);
+}
+
+// The VmFlags line of the mapping in /proc/self/smaps that holds `address` ("" if none).
+std::string VmFlagsOf(const void* address) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+TEST(TensorTest, LargeBuffersAskForHugePages) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good()) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  }
+  // A size no other test uses, so the block is fresh rather than one the cache kept.
+  Tensor big = Tensor::Empty(DType::kU8, {int64_t{26} << 20});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.raw()) % (uintptr_t{2} << 20), 0u);
+  const std::string flags = VmFlagsOf(big.raw());
+  ASSERT_FALSE(flags.empty());
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;  // marked MADV_HUGEPAGE
+  // Small blocks are left to the C library as they were.
+  Tensor small = Tensor::Empty(DType::kU8, {int64_t{256} << 10});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw()) % Buffer::kAlignment, 0u);
 }
 
 TEST(DTypeTest, ParseAndNameRoundTrip) {
