@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 
-#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <filesystem>
@@ -17,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "sluice/runtime/connector_test_util.h"
+#include "sluice/runtime/consumer_test_util.h"
 #include "gtest/gtest.h"
 #include "sluice/ops/op_test_util.h"
 #include "sluice/pipeline/local_executor.h"
@@ -98,23 +98,15 @@ class AutoLoaderTest : public ::testing::Test {
     return out;
   }
 
-  // Takes every batch as a consumer with no accelerator step: it asks for the next batch at
-  // most kStepNs after taking the last (the consumer's times, as the Python loader gives
-  // them). Time the test's thread spends between calls beyond that is the machine's, not a
-  // step: on a loaded machine (CI, ASan, two tests at once) a thread preempted between two
-  // calls had read as a 95% step over a 3-batch window, "no stall measured", and no offload.
-  static constexpr int64_t kStepNs = 20'000;
+  // Takes every batch as a consumer with no accelerator step (test::EagerConsumer).
   static std::vector<Element> Drain(AutoLoader& source) {
     std::vector<Element> out;
-    int64_t took = -1;
+    test::EagerConsumer consumer;
     for (;;) {
       Element e;
       bool end = false;
-      ConsumerTimes times;
-      times.took_previous_ns = took;
-      times.asked_ns = took < 0 ? NowNanos() : std::min(NowNanos(), took + kStepNs);
-      Status s = source.GetNext(&e, &end, times);
-      took = NowNanos();
+      Status s = source.GetNext(&e, &end, consumer.Ask());
+      consumer.Took();
       EXPECT_TRUE(s.ok()) << s;
       if (!s.ok() || end) return out;
       out.push_back(std::move(e));
