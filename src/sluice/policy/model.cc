@@ -58,7 +58,7 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
     k.feasible = false;
     k.reason = "local_read needs a cut past read_file";
   }
-  std::optional<CodecCost> codec = costs.CostOf(c.codec);
+  std::optional<CodecCost> codec = costs.CostAt(c.codec, c.cut, n);
   if (k.feasible && !codec) {
     k.feasible = false;
     k.reason = absl::StrCat("no measured cost for codec ", CodecName(c.codec));
@@ -70,8 +70,8 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
   const int first = local_read ? 1 : 0;
   const int end = after_batch ? n : c.cut;
   k.bytes_raw = BytesAtCut(costs, c.cut);
-  // The codec's ratio holds where it was measured (the pipeline's output is both the last
-  // op's and, stacked, the batch's); other cuts' data counts as incompressible.
+  // The codec's ratio holds where it was measured (Costs::CostAt: the pipeline's output is
+  // both the last op's and, stacked, the batch's); other cuts' data counts as incompressible.
   const double element_bytes =
       after_batch ? k.bytes_raw * std::max(1, p.consumer.batch_size) : k.bytes_raw;
   if (options.max_message_bytes > 0 && element_bytes > options.max_message_bytes) {
@@ -81,11 +81,7 @@ Coefficients Compute(const Profile& p, const Candidate& c, const ModelOptions& o
                             FormatBytes(options.max_message_bytes), " message limit");
     return k;
   }
-  const int at = codec->measured_at_cut;
-  const bool output = c.cut == n || after_batch;
-  const bool measured_here =
-      at == kAnyCut || at == c.cut || (output && (at == n || at == kCutAfterBatch));
-  k.wire_down = k.bytes_raw / (measured_here ? std::max(codec->ratio, 1.0) : 1.0);
+  k.wire_down = k.bytes_raw / std::max(codec->ratio, 1.0);
   k.wire_up = local_read ? costs.raw_bytes_per_sample : 0;
   const double suffix =
       after_batch ? 0 : costs.TrainerCpuSeconds(c.cut, n) + costs.batch_cpu_s_per_sample;

@@ -19,6 +19,26 @@ std::optional<CodecCost> Costs::CostOf(Codec codec) const {
   return std::nullopt;
 }
 
+std::optional<CodecCost> Costs::CostAt(Codec codec, int cut, int num_ops) const {
+  const bool output = cut == kCutAfterBatch || cut == num_ops;
+  const CodecCost* any = nullptr;
+  const CodecCost* at_output = nullptr;
+  for (const CodecCost& c : codecs) {
+    if (c.codec != codec) continue;
+    if (c.measured_at_cut == cut) return c;
+    if (c.measured_at_cut == kAnyCut && any == nullptr) any = &c;
+    if (output && at_output == nullptr &&
+        (c.measured_at_cut == num_ops || c.measured_at_cut == kCutAfterBatch)) {
+      at_output = &c;
+    }
+  }
+  if (any != nullptr) return *any;
+  if (at_output != nullptr) return *at_output;
+  std::optional<CodecCost> first = CostOf(codec);
+  if (first.has_value()) first->ratio = 1;
+  return first;
+}
+
 double Costs::CpuSeconds(int begin, int end) const {
   double sum = 0;
   for (int i = std::max(begin, 0); i < end && i < static_cast<int>(ops.size()); ++i) {

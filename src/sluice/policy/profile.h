@@ -86,12 +86,19 @@ struct Costs {
   // the mean of worker_cpu_readings readings.
   double worker_cpu_s_per_sample = 0;
   int worker_cpu_readings = 0;
-  // One entry per codec measured; kNone is receiving without compression. A codec with no
+  // The codecs measured, an entry per codec and cut where its ratio was read
+  // (CodecCost::measured_at_cut); kNone is receiving without compression. A codec with no
   // entry is not considered by the planner (kNone defaults to ratio 1 and zero cost).
   std::vector<CodecCost> codecs;
 
-  // The entry for `codec`, or nullopt (kNone always has one, defaulted).
+  // The first entry for `codec`, or nullopt (kNone always has one, defaulted).
   std::optional<CodecCost> CostOf(Codec codec) const;
+  // The entry for data crossing `cut` of `num_ops` ops (kCutAfterBatch: after batching): the
+  // one measured at that cut; else one that holds at every cut (kAnyCut); else, at the
+  // output (the last op's cut or after batching), the one measured there; else the codec's
+  // first entry with ratio 1 (its CPU costs; the data counts as incompressible at a cut
+  // where nothing was read). nullopt where CostOf is.
+  std::optional<CodecCost> CostAt(Codec codec, int cut, int num_ops) const;
   // Sum of ops[begin, end) CPU seconds per sample (clamped to the ops there are).
   double CpuSeconds(int begin, int end) const;
   // The engine's share of local_cpu_s_per_sample for the stages of ops[begin, end) (1/n each).

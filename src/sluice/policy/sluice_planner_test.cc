@@ -140,6 +140,41 @@ TEST(SluicePlannerTest, SlowLinkCompressesWhenItPays) {
   EXPECT_EQ(PlanSluice(fast, Exact()).codec, Codec::kNone);
 }
 
+// Each cut reads its own ratio (Costs::CostAt): zstd read at the output (1.05, normalized
+// floats) and at cut 4 (2.0, the uint8 pixels before normalize) plans cut 4 with zstd at its
+// own ratio; read at cut 3 only, it buys cut 4 nothing.
+TEST(SluicePlannerTest, EachCutCompressesAtTheRatioReadThere) {
+  Profile p = StandardProfile();
+  p.workers[0].link_bytes_per_s = 12.5e6;
+  CodecCost at_output = Zstd();
+  at_output.ratio = 1.05;
+  at_output.measured_at_cut = kCutAfterBatch;
+  CodecCost at_4 = Zstd();
+  at_4.measured_at_cut = 4;
+  p.costs.codecs.push_back(at_output);
+  p.costs.codecs.push_back(at_4);
+  ASSERT_EQ(p.costs.CostAt(Codec::kZstd, 4, 5)->ratio, 2.0);
+  ASSERT_EQ(p.costs.CostAt(Codec::kZstd, 5, 5)->ratio, 1.05);
+  ASSERT_EQ(p.costs.CostAt(Codec::kZstd, kCutAfterBatch, 5)->ratio, 1.05);
+  ASSERT_EQ(p.costs.CostAt(Codec::kZstd, 3, 5)->ratio, 1.0);
+  const Plan plan = PlanSluice(p, Exact());
+  ASSERT_TRUE(plan.offload);
+  EXPECT_EQ(plan.cut, 4);
+  EXPECT_EQ(plan.codec, Codec::kZstd);
+  // The same figures as with one ratio for every cut (SlowLinkCompressesWhenItPays).
+  EXPECT_NEAR(plan.predicted_samples_per_s, 1 / 1.8e-3 + 12.5e6 / 75e3 * (1 - 0.625 / 1.8), 1e-6);
+
+  Profile elsewhere = StandardProfile();
+  elsewhere.workers[0].link_bytes_per_s = 12.5e6;
+  CodecCost at_3 = Zstd();
+  at_3.measured_at_cut = 3;
+  elsewhere.costs.codecs.push_back(at_output);
+  elsewhere.costs.codecs.push_back(at_3);
+  const Plan other = PlanSluice(elsewhere, Exact());
+  EXPECT_FALSE(other.cut == 4 && other.codec == Codec::kZstd) << other.explanation;
+  EXPECT_LT(other.predicted_samples_per_s, plan.predicted_samples_per_s);
+}
+
 // The standard profile's model ratio is 1428 / (1428 + 119) = 0.92, with the trainer's CPU
 // the limit (1428 offloaded samples at 0.55 ms take 79% of it) and the worker at its
 // capacity: the trainer keeps to its share (spill=workers), since each local sample costs it

@@ -154,7 +154,8 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
   SLUICE_RETURN_IF_ERROR(s);
   if (*end_of_stream) return absl::OkStatus();
   const int loaders = loaders_created_;
-  // Once, on a batch early in the measuring window: what compression would do to the wire.
+  // Once, on a batch early in the measuring window: what compression would do to the wire,
+  // at the output and at the cuts before it.
   bool measured_codecs = false;
   if (!codecs_measured_ && window_start_ns_ >= 0 && !stored_costs_.has_value()) {
     codecs_measured_ = true;
@@ -162,6 +163,10 @@ Status AutoLoader::Next(Element* out, bool* end_of_stream, const ConsumerTimes* 
     const int64_t cpu_before = ThreadCpuNanos();
     const int64_t faults_before = Faults();
     codec_costs_ = MeasureCodecs(*out, CostDefaults().recv_cpu_s_per_byte);
+    // And at the cuts before the last, from samples run through the ops here.
+    std::vector<policy::CodecCost> at_cuts = MeasureCodecsAtCuts(
+        spec_, loader_->source_files(), CostDefaults().recv_cpu_s_per_byte);
+    codec_costs_.insert(codec_costs_.end(), at_cuts.begin(), at_cuts.end());
     codec_probe_cpu_ns_ = ThreadCpuNanos() - cpu_before;
     codec_probe_faults_ = Faults() - faults_before;
   }

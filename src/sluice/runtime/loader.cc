@@ -524,6 +524,10 @@ int64_t Loader::samples_per_epoch() const {
   return impl_->per_epoch;
 }
 
+std::shared_ptr<const pipeline::SourceFiles> Loader::source_files() const {
+  return impl_->files;
+}
+
 LoaderReport Loader::Report() const {
   const Impl& d = *impl_;
   LoaderReport r;

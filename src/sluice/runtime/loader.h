@@ -220,6 +220,8 @@ class Loader {
 
   const Schema& output_schema() const;
   int64_t samples_per_epoch() const;
+  // The files its source visits, resolved once at Create (never null).
+  std::shared_ptr<const pipeline::SourceFiles> source_files() const;
   LoaderReport Report() const;
   // What the consumer has received so far (with the resume progress it started from); after
   // the end of the stream, every epoch of the run.

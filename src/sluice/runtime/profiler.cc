@@ -6,7 +6,10 @@
 
 #include "sluice/core/clock.h"
 #include "sluice/core/cpu_budget.h"
+#include "sluice/pipeline/build.h"
+#include "sluice/pipeline/map.h"
 #include "sluice/pipeline/source.h"
+#include "sluice/policy/controller.h"
 #include "sluice/rpc/compress.h"
 
 namespace sluice::runtime {
@@ -188,23 +191,40 @@ policy::Costs CostsFromReport(const pipeline::PipelineSpec& spec,
         std::max(0.0, (cpu_ns / 1e9 - samples * defaults.recv_cpu_s_per_sample) / bytes);
     if (per_byte > 0) none.trainer_cpu_s_per_byte = per_byte;
   }
-  costs.codecs.push_back(none);
-  if (fallback != nullptr) {
-    for (const policy::CodecCost& c : fallback->codecs) {
-      if (c.codec != Codec::kNone) costs.codecs.push_back(c);
-    }
+  if (fallback == nullptr) {
+    costs.codecs.push_back(none);
+    return costs;
   }
+  // A codec's entry is the receive of a byte plus its own decompression, read against the
+  // fallback's receive cost: set against the one chosen here, each keeps its own part (as a
+  // receive reading does, policy::SetReceiveCost). Carried as they were, a fallback whose
+  // receive was fitted per element (0 a byte) left lz4 at its decompression alone while the
+  // receive went back to the default, and lz4 read cheaper to take in than no codec.
+  const double receive = none.trainer_cpu_s_per_byte;
+  none.trainer_cpu_s_per_byte = fallback->CostOf(Codec::kNone)->trainer_cpu_s_per_byte;
+  costs.codecs.push_back(none);
+  for (const policy::CodecCost& c : fallback->codecs) {
+    if (c.codec != Codec::kNone) costs.codecs.push_back(c);
+  }
+  policy::SetReceiveCost(&costs, receive);
   return costs;
 }
 
-std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_cpu_s_per_byte) {
-  constexpr size_t kMaxBytes = 4 << 20;  // enough for a ratio, cheap to compress
-  std::string raw;
-  for (const Tensor& t : batch.tensors) {
-    if (t.dtype() == DType::kBytes || raw.size() >= kMaxBytes) continue;
+namespace {
+
+// Appends the bytes of `element`'s tensors (byte strings left out) to `raw`, up to `limit`.
+void AppendTensorBytes(const Element& element, size_t limit, std::string* raw) {
+  for (const Tensor& t : element.tensors) {
+    if (t.dtype() == DType::kBytes || raw->size() >= limit) continue;
     const std::string_view b = t.bytes();
-    raw.append(b.substr(0, kMaxBytes - raw.size()));
+    raw->append(b.substr(0, limit - raw->size()));
   }
+}
+
+// lz4's and zstd's ratio and CPU per byte on `raw`, compressed and decompressed once here,
+// marked as measured at `cut`. Empty for under 4 KB.
+std::vector<policy::CodecCost> CodecCostsOf(const std::string& raw, int cut,
+                                            double recv_cpu_s_per_byte) {
   std::vector<policy::CodecCost> out;
   if (raw.size() < 4096) return out;
   for (Codec codec : {Codec::kLz4, Codec::kZstd}) {
@@ -220,11 +240,63 @@ std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_c
     policy::CodecCost c;
     c.codec = codec;
     c.ratio = std::max(1.0, static_cast<double>(raw.size()) / packed->size());
-    c.measured_at_cut = kCutAfterBatch;  // the output: holds there only
+    c.measured_at_cut = cut;
     const double n = static_cast<double>(raw.size());
     c.worker_cpu_s_per_byte = (t1 - t0) / 1e9 / n;
     c.trainer_cpu_s_per_byte = recv_cpu_s_per_byte + (t2 - t1) / 1e9 / n;
     out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_cpu_s_per_byte) {
+  constexpr size_t kMaxBytes = 4 << 20;  // enough for a ratio, cheap to compress
+  std::string raw;
+  AppendTensorBytes(batch, kMaxBytes, &raw);
+  // The output: holds after batching and at the last cut only.
+  return CodecCostsOf(raw, kCutAfterBatch, recv_cpu_s_per_byte);
+}
+
+std::vector<policy::CodecCost> MeasureCodecsAtCuts(
+    const pipeline::PipelineSpec& spec, std::shared_ptr<const pipeline::SourceFiles> files,
+    double recv_cpu_s_per_byte, int samples, const ops::Registry& registry) {
+  // A ratio from a megabyte is within a few percent of the whole stream's for these codecs
+  // (their windows are 64 KiB and a few MiB), and compressing it costs a few milliseconds.
+  constexpr size_t kMaxBytes = 1 << 20;
+  std::vector<policy::CodecCost> out;
+  const int n = static_cast<int>(spec.ops.size());
+  if (n < 2 || files == nullptr || samples < 1) return out;
+  StatusOr<pipeline::BuiltOps> built =
+      pipeline::BuildOps(spec.ops, spec.source.seed, registry,
+                         pipeline::SourceSchema(spec.source), 0,
+                         pipeline::LocalEnv(spec.options.limits));
+  if (!built.ok()) return out;
+  const std::vector<pipeline::MapStage> stages = pipeline::MakeStages(*built, nullptr);
+  pipeline::SourceOptions so;
+  so.seed = spec.source.seed;
+  so.take = samples;
+  so.epochs = 1;
+  so.with_label = pipeline::HasLabel(spec.source);
+  pipeline::SourceIterator source(std::move(files), std::move(so));
+  // raw[k]: the data crossing cut k (the output of ops[k - 1]), k in 1..n-1.
+  std::vector<std::string> raw(static_cast<size_t>(n));
+  for (int i = 0; i < samples; ++i) {
+    Element e;
+    bool end = false;
+    if (!source.GetNext(&e, &end).ok() || end) break;
+    bool failed = false;
+    for (int k = 1; k < n && !failed; ++k) {
+      failed = !pipeline::ApplyStages({stages[static_cast<size_t>(k - 1)]}, e).ok();
+      if (!failed) AppendTensorBytes(e, kMaxBytes, &raw[static_cast<size_t>(k)]);
+    }
+    if (failed) break;
+  }
+  for (int k = 1; k < n; ++k) {
+    std::vector<policy::CodecCost> at =
+        CodecCostsOf(raw[static_cast<size_t>(k)], k, recv_cpu_s_per_byte);
+    out.insert(out.end(), at.begin(), at.end());
   }
   return out;
 }

@@ -112,8 +112,22 @@ std::vector<pipeline::OpStatsSnapshot> OpStatsSince(
 // What lz4 and zstd would do to the wire: ratio and CPU per raw byte, measured by compressing
 // and decompressing `batch`'s bytes (at most the first 4 MiB) once here (the worker's compression cost is taken to be
 // this machine's). The trainer's cost is `recv_cpu_s_per_byte` plus decompression. The ratio
-// is that of the pipeline's output, standing in for every cut. Empty for under 4 KB of data.
+// is that of the pipeline's output (measured_at_cut kCutAfterBatch: it holds after batching
+// and at the last cut). Empty for under 4 KB of data.
 std::vector<policy::CodecCost> MeasureCodecs(const Element& batch, double recv_cpu_s_per_byte);
+
+// The same at the element-wise cuts before the last, 1..n-1 of `spec`'s n ops: the first
+// `samples` samples of `files` (as the spec's source visits them, unshuffled) are run through
+// the ops on the calling thread, and each cut's output (the tensors' bytes, at most 1 MiB a
+// cut) is compressed and decompressed once, each cost marked measured_at_cut = that cut.
+// Decoded pixels and normalized floats compress differently (policy.md, decision rule 5),
+// so each cut has its own reading. A cut with under 4 KB of data has none (its data counts
+// as incompressible). Best effort: a sample an op fails, or ops that cannot be built, end
+// the reading with what was measured (the planner then plans as without it).
+std::vector<policy::CodecCost> MeasureCodecsAtCuts(
+    const pipeline::PipelineSpec& spec, std::shared_ptr<const pipeline::SourceFiles> files,
+    double recv_cpu_s_per_byte, int samples = 2,
+    const ops::Registry& registry = ops::Registry::Builtin());
 
 policy::ConsumerProfile ConsumerFrom(const ConsumerWindow& window, int batch_size);
 

@@ -9,6 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/ops/op_test_util.h"
+#include "sluice/pipeline/source.h"
 
 namespace sluice::runtime {
 namespace {
@@ -174,6 +176,23 @@ TEST(CostsFromReportTest, ReceiveCostFromTheStreamsCounters) {
   EXPECT_NEAR(c.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, per_byte, 1e-11);
 }
 
+// A codec's entry is the receive of a byte plus its decompression: against a new receive
+// cost it keeps its own part. A fallback fitted per element (0 a byte) goes back to the
+// default receive cost, and lz4 (0.2 ns a byte of its own) goes up with it.
+TEST(CostsFromReportTest, CodecsKeepTheirOwnPartOverTheReceiveCost) {
+  policy::Costs fallback;
+  fallback.codecs = {policy::CodecCost{Codec::kNone, 1, 0, 0},
+                     policy::CodecCost{Codec::kLz4, 1.1, 1e-9, 0.2e-9, 3}};
+  const policy::Costs c = CostsFromReport(TwoOpSpec(8), {}, {}, &fallback);
+  const double receive = CostDefaults().recv_cpu_s_per_byte;
+  EXPECT_DOUBLE_EQ(c.CostOf(Codec::kNone)->trainer_cpu_s_per_byte, receive);
+  const std::optional<policy::CodecCost> lz4 = c.CostAt(Codec::kLz4, 3, 4);
+  ASSERT_TRUE(lz4.has_value());
+  EXPECT_DOUBLE_EQ(lz4->trainer_cpu_s_per_byte, receive + 0.2e-9);
+  EXPECT_EQ(lz4->measured_at_cut, 3);
+  EXPECT_DOUBLE_EQ(lz4->ratio, 1.1);
+}
+
 TEST(OpCostsOfTest, LeavesOutOpsThatRanNothing) {
   const std::vector<policy::OpCost> local =
       OpCostsOf(std::vector<pipeline::OpStatsSnapshot>{Op("a", 0, 0, 0), Op("b", 4, 4000, 40)});
@@ -203,6 +222,45 @@ TEST(MeasureCodecsTest, RatioAndCostsOfLz4AndZstd) {
   Element tiny;
   tiny.tensors.push_back(Tensor::Zeros(DType::kU8, {16}));
   EXPECT_TRUE(MeasureCodecs(tiny, 1e-9).empty());
+}
+
+// Each cut before the last gets its own reading, from samples run through the ops: the
+// file's bytes (cut 1) are a byte string and have none, the decoded pixels (cut 2) and the
+// flipped ones (cut 3) do, the output (cut 4) is MeasureCodecs' on the batch.
+TEST(MeasureCodecsTest, AtEachCutBeforeTheLastFromSamplesRunThroughTheOps) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sluice-codecs-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 3; ++i) {
+    // A flat image: its pixels compress very well, its JPEG does not shrink much.
+    std::ofstream(dir / ("flat" + std::to_string(i) + ".jpg"), std::ios::binary)
+        << ops::test::EncodeJpeg(Tensor::Zeros(DType::kU8, {96, 128, 3}));
+  }
+  pipeline::PipelineSpec spec;
+  spec.source.files = {(dir / "*.jpg").string()};
+  spec.ops = {{"read_file", {}}, {"decode_jpeg", {}}, {"random_flip", {}}, {"random_flip", {}}};
+  auto files = pipeline::ResolveSource(spec.source);
+  ASSERT_TRUE(files.ok()) << files.status();
+  const auto shared = std::make_shared<const pipeline::SourceFiles>(std::move(*files));
+  const std::vector<policy::CodecCost> codecs = MeasureCodecsAtCuts(spec, shared, 1e-9);
+  ASSERT_EQ(codecs.size(), 4u);  // lz4 and zstd at cuts 2 and 3
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    EXPECT_EQ(codecs[i].measured_at_cut, i < 2 ? 2 : 3);
+    EXPECT_EQ(codecs[i].codec, i % 2 == 0 ? Codec::kLz4 : Codec::kZstd);
+    EXPECT_GT(codecs[i].ratio, 10);
+    EXPECT_GE(codecs[i].trainer_cpu_s_per_byte, 1e-9);
+  }
+  // A file an op cannot read ends the reading with what was read before it: nothing here.
+  std::ofstream(dir / "flat0.jpg", std::ios::binary) << "not a jpeg";
+  EXPECT_TRUE(MeasureCodecsAtCuts(spec, shared, 1e-9).empty());
+  // Ops that cannot be built, or a pipeline of one op, have no cut before the last.
+  pipeline::PipelineSpec unknown = spec;
+  unknown.ops[2].name = "no_such_op";
+  EXPECT_TRUE(MeasureCodecsAtCuts(unknown, shared, 1e-9).empty());
+  pipeline::PipelineSpec one = spec;
+  one.ops.resize(1);
+  EXPECT_TRUE(MeasureCodecsAtCuts(one, shared, 1e-9).empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WorkerFromProbeTest, BudgetLinkAndRtt) {
