@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -210,14 +211,20 @@ TEST_F(AutoplanTest, PlanPrintsMeasurementsCandidatesAndAPlan) {
   EXPECT_GT(j["profile"]["workers"][0]["link_bytes_per_s"].get<double>(), 0);
   EXPECT_EQ(j["profile"]["costs"]["ops"].size(), 5u);
   // Every candidate: cuts 0..5 and batch, remote_read, plus local_read for cuts 1..5 and batch,
-  // each without compression and with lz4 and zstd (measured on the output).
+  // each without compression and with lz4 and zstd.
   int uncompressed = 0;
   for (const nlohmann::json& c : j["plan"]["candidates"]) {
     uncompressed += c["compression"] == "none";
   }
   EXPECT_EQ(uncompressed, 13);
   EXPECT_EQ(j["plan"]["candidates"].size(), 39u);
-  EXPECT_EQ(j["profile"]["costs"]["codecs"].size(), 3u);
+  // No codec, lz4 and zstd read on the output (-1: after batching), and lz4 and zstd read at
+  // cuts 2-4 (decoded pixels and their crops); cut 1's data is the file's bytes, not read.
+  std::map<int, int> codecs_at;
+  for (const nlohmann::json& c : j["profile"]["costs"]["codecs"]) {
+    ++codecs_at[c["measured_at_cut"].get<int>()];
+  }
+  EXPECT_EQ(codecs_at, (std::map<int, int>{{-2, 1}, {-1, 2}, {2, 2}, {3, 2}, {4, 2}}));
   EXPECT_EQ(j["policy"], j["plan"]["offload"].get<bool>() ? j["policy"] : "none");
   EXPECT_FALSE(j["plan"]["explanation"].get<std::string>().empty());
 }
