@@ -18,6 +18,9 @@ namespace sluice::runtime::test {
 
 class EagerConsumer {
  public:
+  // Why 20 us: about what a loop that only keeps each batch takes between two calls, and
+  // far under the milliseconds any test pipeline takes to make a batch, so the loop reads as
+  // stalled whatever the machine does.
   static constexpr int64_t kStepNs = 20'000;
 
   // The times to pass with the next GetNext.
