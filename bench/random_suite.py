@@ -430,6 +430,25 @@ def below_beyond_noise(ratio, cv, n, line=1.0):
     return ratio < line - max(MIN_RATE_GAP, NOISE_Z * 1.25 * math.sqrt(2) * cv / math.sqrt(n))
 
 
+def noise_ceiling(cv, scenarios, rounds, line=ORACLE_LINE, share=0.9):
+    """What a planner that ran the oracle's own plan would score on the paired comparison,
+    given the run-to-run noise of a fixed plan (`cv`, the pooled coefficient of variation):
+    a round's ratio of two runs of one plan spreads by sqrt(2) x cv, the mean of `rounds` of
+    them by sqrt(2 / rounds) x cv (the table takes their median: the same for two rounds,
+    ~1.25 times wider for many), so it falls under `line` with probability
+    Phi(ln(line) / that spread) on each scenario, independently. Returns (that probability,
+    the expected number of `scenarios` under the line, the probability that at least `share`
+    of them are at or over it), or None without a noise figure."""
+    if cv is None or cv <= 0 or scenarios < 1 or rounds < 1:
+        return None
+    spread = cv * math.sqrt(2 / rounds)
+    p = 0.5 * (1 + math.erf(math.log(line) / spread / math.sqrt(2)))
+    allowed = scenarios - math.ceil(share * scenarios - 1e-9)
+    passes = sum(math.comb(scenarios, k) * p ** k * (1 - p) ** (scenarios - k)
+                 for k in range(allowed + 1))
+    return p, scenarios * p, passes
+
+
 def print_under(under_oracle, under_fastflow):
     """One line per scenario under a line (ORACLE_LINE of the oracle, FastFlow): its paired
     median, the run-to-run noise of a fixed plan there, and whether the shortfall is beyond
@@ -497,6 +516,7 @@ def table(args):
     plan_times = []
     under_fastflow = []  # (scenario, paired ratio, noise, beyond noise)
     under_oracle = []  # the same, under ORACLE_LINE of the oracle
+    ceiling_reports, ceiling_rounds = [], []  # for noise_ceiling
     for entry in index["scenarios"]:
         path = os.path.join(args.results or args.dir, entry["name"] + ".json")
         if not os.path.exists(path):
@@ -525,6 +545,8 @@ def table(args):
                 fast = f
                 pf = statistics.median(to_fastflow) if to_fastflow else None
         if po:
+            ceiling_reports.append(report)
+            ceiling_rounds.append(len(sluice))
             paired_oracle.append(po)
             if po < ORACLE_LINE:
                 cv = run_noise(report)
@@ -564,6 +586,20 @@ def table(args):
               f"{statistics.median(paired_fastflow):.2f}, min {min(paired_fastflow):.2f}, "
               f">= 1 on {sum(v >= 1 for v in paired_fastflow)}")
     print_under(under_oracle, under_fastflow)
+    if paired_oracle and ceiling_reports:
+        # The bar set against this pass's own noise: how many scenarios a planner that always
+        # ran the oracle's plan would leave under the line by chance alone.
+        cv = run_noise(*ceiling_reports)
+        rounds = statistics.median(ceiling_rounds)
+        got = noise_ceiling(cv, len(paired_oracle), rounds)
+        if got is not None:
+            p, expected, passes = got
+            print(f"noise ceiling: the oracle's own plan in sluice's place ({rounds:g} rounds), "
+                  f"with this pass's run-to-run noise of a fixed plan ({100 * cv:.1f}%, pooled "
+                  f"over {len(ceiling_reports)} scenarios), would be under {ORACLE_LINE} of "
+                  f"itself on {expected:.1f} of {len(paired_oracle)} by chance "
+                  f"({100 * p:.1f}% each), and at or over it on 90% of them in "
+                  f"{100 * passes:.0f}% of passes")
     if plan_times:
         print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:
