@@ -360,6 +360,7 @@ def pool(args):
     print("|---|---|---|---|")
     to_oracle_all, to_fastflow_all = [], []
     under_oracle, under_fastflow = [], []
+    pooled_reports, pooled_rounds = [], []  # for print_noise_ceiling
     for entry in index["scenarios"]:
         to_oracle, to_fastflow, reports_of = [], [], []
         for folder in folders:
@@ -384,6 +385,9 @@ def pool(args):
                                        below_beyond_noise(mf, cv, len(to_fastflow))))
         fmt = lambda v: f"{v:.3f}" if v is not None else "-"
         print(f"| {entry['name']} | {len(to_oracle)} | {fmt(mo)} | {fmt(mf)} |")
+        if mo is not None:
+            pooled_reports += reports_of
+            pooled_rounds.append(len(to_oracle))
     print()
     if to_oracle_all:
         print(f"pooled sluice / oracle over {len(to_oracle_all)} scenarios: median "
@@ -395,6 +399,8 @@ def pool(args):
               f"{statistics.median(to_fastflow_all):.3f}, min {min(to_fastflow_all):.3f}, "
               f">= 1 on {sum(v >= 1 for v in to_fastflow_all)}")
     print_under(under_oracle, under_fastflow)
+    if to_oracle_all and pooled_reports:
+        print_noise_ceiling(pooled_reports, len(to_oracle_all), statistics.median(pooled_rounds))
 
 
 def run_noise(*reports):
@@ -430,23 +436,49 @@ def below_beyond_noise(ratio, cv, n, line=1.0):
     return ratio < line - max(MIN_RATE_GAP, NOISE_Z * 1.25 * math.sqrt(2) * cv / math.sqrt(n))
 
 
+def median_spread(rounds, draws=20000):
+    """The spread of the median of `rounds` normal draws, as a multiple of their mean's: 1 for
+    one or two (the median is then the mean), ~1.1-1.25 beyond (sqrt(pi / 2) in the limit).
+    From a seeded simulation, so the same for every call."""
+    if rounds <= 2:
+        return 1.0
+    rng = random.Random(rounds)
+    medians = [statistics.median(rng.gauss(0, 1) for _ in range(rounds)) for _ in range(draws)]
+    return statistics.pstdev(medians) * math.sqrt(rounds)
+
+
 def noise_ceiling(cv, scenarios, rounds, line=ORACLE_LINE, share=0.9):
     """What a planner that ran the oracle's own plan would score on the paired comparison,
     given the run-to-run noise of a fixed plan (`cv`, the pooled coefficient of variation):
-    a round's ratio of two runs of one plan spreads by sqrt(2) x cv, the mean of `rounds` of
-    them by sqrt(2 / rounds) x cv (the table takes their median: the same for two rounds,
-    ~1.25 times wider for many), so it falls under `line` with probability
-    Phi(ln(line) / that spread) on each scenario, independently. Returns (that probability,
-    the expected number of `scenarios` under the line, the probability that at least `share`
-    of them are at or over it), or None without a noise figure."""
+    a round's ratio of two runs of one plan spreads by sqrt(2) x cv, the median of `rounds` of
+    them by median_spread(rounds) x sqrt(2 / rounds) x cv, so it falls under `line` with
+    probability Phi(ln(line) / that spread) on each scenario, independently. Returns (that
+    probability, the expected number of `scenarios` under the line, the probability that at
+    least `share` of them are at or over it), or None without a noise figure."""
     if cv is None or cv <= 0 or scenarios < 1 or rounds < 1:
         return None
-    spread = cv * math.sqrt(2 / rounds)
+    spread = cv * math.sqrt(2 / rounds) * median_spread(int(rounds))
     p = 0.5 * (1 + math.erf(math.log(line) / spread / math.sqrt(2)))
     allowed = scenarios - math.ceil(share * scenarios - 1e-9)
     passes = sum(math.comb(scenarios, k) * p ** k * (1 - p) ** (scenarios - k)
                  for k in range(allowed + 1))
     return p, scenarios * p, passes
+
+
+def print_noise_ceiling(reports, scenarios, rounds):
+    """The bar set against the runs' own noise (noise_ceiling): how many of `scenarios` a
+    planner that always ran the oracle's plan would leave under the line by chance alone, with
+    `rounds` rounds each (their median over scenarios)."""
+    cv = run_noise(*reports)
+    got = noise_ceiling(cv, scenarios, rounds)
+    if got is None:
+        return
+    p, expected, passes = got
+    print(f"noise ceiling: the oracle's own plan in sluice's place ({rounds:g} rounds), with "
+          f"these runs' run-to-run noise of a fixed plan ({100 * cv:.1f}%, pooled over "
+          f"{len(reports)} reports), would be under {ORACLE_LINE} of itself on {expected:.1f} "
+          f"of {scenarios} by chance ({100 * p:.1f}% each), and at or over it on 90% of them "
+          f"in {100 * passes:.0f}% of passes")
 
 
 def print_under(under_oracle, under_fastflow):
@@ -587,19 +619,7 @@ def table(args):
               f">= 1 on {sum(v >= 1 for v in paired_fastflow)}")
     print_under(under_oracle, under_fastflow)
     if paired_oracle and ceiling_reports:
-        # The bar set against this pass's own noise: how many scenarios a planner that always
-        # ran the oracle's plan would leave under the line by chance alone.
-        cv = run_noise(*ceiling_reports)
-        rounds = statistics.median(ceiling_rounds)
-        got = noise_ceiling(cv, len(paired_oracle), rounds)
-        if got is not None:
-            p, expected, passes = got
-            print(f"noise ceiling: the oracle's own plan in sluice's place ({rounds:g} rounds), "
-                  f"with this pass's run-to-run noise of a fixed plan ({100 * cv:.1f}%, pooled "
-                  f"over {len(ceiling_reports)} scenarios), would be under {ORACLE_LINE} of "
-                  f"itself on {expected:.1f} of {len(paired_oracle)} by chance "
-                  f"({100 * p:.1f}% each), and at or over it on 90% of them in "
-                  f"{100 * passes:.0f}% of passes")
+        print_noise_ceiling(ceiling_reports, len(paired_oracle), statistics.median(ceiling_rounds))
     if plan_times:
         print(f"time to plan: max {max(plan_times):.1f} s over {len(plan_times)} sluice runs")
     if vs_fastflow:

@@ -50,3 +50,20 @@ def test_the_ceiling_matches_a_simulation_of_the_paired_comparison():
         under += sum(ratios) / rounds < 0.95
     p, _, _ = suite.noise_ceiling(cv, scenarios, rounds)
     assert abs(under / trials - p) < 0.02
+
+
+def test_more_rounds_take_the_median_of_their_ratios_as_the_table_does():
+    suite = load_suite()
+    assert suite.median_spread(2) == 1.0
+    # The median of many normal draws spreads sqrt(pi / 2) times as widely as their mean.
+    assert 1.1 < suite.median_spread(6) < 1.25
+    assert abs(suite.median_spread(41) - math.sqrt(math.pi / 2)) < 0.05
+    cv, rounds, trials = 0.05, 6, 4000
+    rng = random.Random(11)
+    under = 0
+    for _ in range(trials):
+        ratios = sorted(rng.lognormvariate(0, cv) / rng.lognormvariate(0, cv)
+                        for _ in range(rounds))
+        under += (ratios[2] + ratios[3]) / 2 < 0.95
+    p, _, _ = suite.noise_ceiling(cv, 24, rounds)
+    assert abs(under / trials - p) < 0.015
