@@ -58,6 +58,7 @@ Needs root for `calibrate` and `run` (the testbed).
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -427,19 +428,12 @@ def run_noise(*reports):
     return math.sqrt(sq / dof) if dof >= 2 else None
 
 
-def below_beyond_noise(ratio, cv, n, line=1.0):
-    """Whether a paired median of `n` round ratios lies under `line` by more than NOISE_Z
-    standard errors and MIN_RATE_GAP: a ratio of two runs has sqrt(2) x cv, the median of n of
-    them ~1.25 / sqrt(n) of that (the median's efficiency for a normal spread)."""
-    if ratio is None or cv is None or n < 1:
-        return None
-    return ratio < line - max(MIN_RATE_GAP, NOISE_Z * 1.25 * math.sqrt(2) * cv / math.sqrt(n))
-
-
+@functools.lru_cache(maxsize=None)
 def median_spread(rounds, draws=20000):
     """The spread of the median of `rounds` normal draws, as a multiple of their mean's: 1 for
     one or two (the median is then the mean), ~1.1-1.25 beyond (sqrt(pi / 2) in the limit).
-    From a seeded simulation, so the same for every call."""
+    From a seeded simulation, so the same for every call; `draws` puts the estimate within
+    ~0.5% (a standard deviation from n draws is off by about 1 / sqrt(2n))."""
     if rounds <= 2:
         return 1.0
     rng = random.Random(rounds)
@@ -447,17 +441,31 @@ def median_spread(rounds, draws=20000):
     return statistics.pstdev(medians) * math.sqrt(rounds)
 
 
+def paired_median_spread(cv, rounds):
+    """The spread of a paired median of `rounds` round ratios of one plan whose runs vary by
+    `cv`: a ratio of two runs has sqrt(2) x cv, the mean of `rounds` of them 1 / sqrt(rounds) of
+    that, their median median_spread(rounds) times the mean's."""
+    return cv * math.sqrt(2 / rounds) * median_spread(int(rounds))
+
+
+def below_beyond_noise(ratio, cv, n, line=1.0):
+    """Whether a paired median of `n` round ratios lies under `line` by more than NOISE_Z
+    times its spread (paired_median_spread) and MIN_RATE_GAP."""
+    if ratio is None or cv is None or n < 1:
+        return None
+    return ratio < line - max(MIN_RATE_GAP, NOISE_Z * paired_median_spread(cv, n))
+
+
 def noise_ceiling(cv, scenarios, rounds, line=ORACLE_LINE, share=0.9):
     """What a planner that ran the oracle's own plan would score on the paired comparison,
     given the run-to-run noise of a fixed plan (`cv`, the pooled coefficient of variation):
-    a round's ratio of two runs of one plan spreads by sqrt(2) x cv, the median of `rounds` of
-    them by median_spread(rounds) x sqrt(2 / rounds) x cv, so it falls under `line` with
-    probability Phi(ln(line) / that spread) on each scenario, independently. Returns (that
+    the paired median of `rounds` rounds spreads by paired_median_spread, so it falls under
+    `line` with probability Phi(ln(line) / that spread) on each scenario, independently. Returns (that
     probability, the expected number of `scenarios` under the line, the probability that at
     least `share` of them are at or over it), or None without a noise figure."""
     if cv is None or cv <= 0 or scenarios < 1 or rounds < 1:
         return None
-    spread = cv * math.sqrt(2 / rounds) * median_spread(int(rounds))
+    spread = paired_median_spread(cv, rounds)
     p = 0.5 * (1 + math.erf(math.log(line) / spread / math.sqrt(2)))
     allowed = scenarios - math.ceil(share * scenarios - 1e-9)
     passes = sum(math.comb(scenarios, k) * p ** k * (1 - p) ** (scenarios - k)
@@ -566,6 +574,7 @@ def table(args):
         if args.reference and ("oracle" not in r or "fastflow" not in r):
             oracle, fast = from_reference(args.reference, entry["name"], r, none, oracle, fast)
         po = pf = None
+        to_oracle, to_fastflow = [], []
         if args.beside and "oracle" not in r and none:
             # The sweep's winning plan and FastFlow's run beside the others (`run
             # --oracle-plan-from`, `--fastflow-plan-from`): their medians, not carried rates.
@@ -578,18 +587,18 @@ def table(args):
                 pf = statistics.median(to_fastflow) if to_fastflow else None
         if po:
             ceiling_reports.append(report)
-            ceiling_rounds.append(len(sluice))
+            ceiling_rounds.append(len(to_oracle))
             paired_oracle.append(po)
             if po < ORACLE_LINE:
                 cv = run_noise(report)
                 under_oracle.append((entry["name"], po, cv,
-                                     below_beyond_noise(po, cv, len(sluice), ORACLE_LINE)))
+                                     below_beyond_noise(po, cv, len(to_oracle), ORACLE_LINE)))
         if pf:
             paired_fastflow.append(pf)
             if pf < 1:
                 cv = run_noise(report)
                 under_fastflow.append((entry["name"], pf, cv,
-                                       below_beyond_noise(pf, cv, len(sluice))))
+                                       below_beyond_noise(pf, cv, len(to_fastflow))))
         so = best / oracle if best and oracle else None
         sf = best / fast if best and fast else None
         if so:

@@ -67,3 +67,14 @@ def test_more_rounds_take_the_median_of_their_ratios_as_the_table_does():
         under += (ratios[2] + ratios[3]) / 2 < 0.95
     p, _, _ = suite.noise_ceiling(cv, 24, rounds)
     assert abs(under / trials - p) < 0.015
+
+
+def test_the_per_scenario_verdict_uses_the_same_spread_as_the_ceiling():
+    suite = load_suite()
+    cv = 0.05
+    for rounds in (2, 6):
+        edge = suite.ORACLE_LINE - suite.NOISE_Z * suite.paired_median_spread(cv, rounds)
+        assert suite.below_beyond_noise(edge - 0.005, cv, rounds, suite.ORACLE_LINE)
+        assert not suite.below_beyond_noise(edge + 0.005, cv, rounds, suite.ORACLE_LINE)
+    # Two rounds: the median is the mean, sqrt(2 / 2) x cv.
+    assert math.isclose(suite.paired_median_spread(cv, 2), cv)
