@@ -115,8 +115,8 @@ def worker(binary, tmp_path_factory):
 def start_worker(binary, tmp_path_factory):
     started = []
 
-    def start(threads=1):
-        w = Worker(binary, tmp_path_factory.getbasetemp(), threads)
+    def start(threads=1, extra=()):
+        w = Worker(binary, tmp_path_factory.getbasetemp(), threads, extra)
         started.append(w)
         return w
     yield start
