@@ -69,7 +69,20 @@ PlannerOptions ClosedLoopPlannerOptions() {
 }
 
 Controller::Controller(Profile profile, ControllerOptions options)
-    : profile_(std::move(profile)), options_(std::move(options)) {}
+    : profile_(std::move(profile)),
+      options_(std::move(options)),
+      receive_measured_(profile_.costs.receive_measured) {}
+
+PlannerOptions Controller::PlannerNow() const {
+  PlannerOptions po = options_.planner;
+  if (!receive_measured_ && options_.unmeasured_receive_min_gain > po.min_gain) {
+    po.min_gain = options_.unmeasured_receive_min_gain;
+    po.min_gain_why =
+        "receiving is not measured on this trainer yet, and its default may be far off: a "
+        "smaller gain is tried while the stall lasts";
+  }
+  return po;
+}
 
 Profile Controller::effective_profile() const {
   Profile p = profile_;
@@ -413,7 +426,7 @@ TimelineEntry Controller::Start(double t_s, std::optional<double> local_samples_
     }
   }
   const Profile eff = effective_profile();
-  PlannerOptions po = options_.planner;
+  PlannerOptions po = PlannerNow();
   if (incumbent_.has_value()) {
     po.incumbent =
         Candidate{incumbent_->plan.cut, incumbent_->plan.read_mode, incumbent_->plan.codec};
@@ -637,7 +650,7 @@ void Controller::Calibrate(const Measurement& m) {
 void Controller::Replan(double t, const std::string& why, bool must_adopt, TimelineEntry* out,
                         const Beliefs* reading_before) {
   const Profile eff = effective_profile();
-  PlannerOptions po = options_.planner;
+  PlannerOptions po = PlannerNow();
   if (plan_.offload) po.require_stall = false;
   Plan next = PlanSluice(eff, po);
   // Spill-over taken on a measurement (an idle held trainer, or the plan a run ended on) is
@@ -752,6 +765,7 @@ TimelineEntry Controller::RecalibrateReceive(double t_s, std::optional<double> c
   if (!started_) Start(t_s);
   const Plan was = plan_;
   const Beliefs before = CurrentBeliefs();
+  receive_measured_ = true;
   const std::vector<std::string> what =
       SetReceiveReading(&profile_.costs, cpu_s_per_element, cpu_s_per_byte, plan_.cut);
   TimelineEntry out;
@@ -822,6 +836,8 @@ std::optional<std::string> Controller::FitWorkerCpu(const std::vector<WorkerCpuR
 
 std::string Controller::KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading) {
   if (!lost.offload || (!reading.cpu_s_per_element && !reading.cpu_s_per_byte)) return "";
+  // Measured either way: a cheaper reading leaves the belief as an upper bound of it.
+  receive_measured_ = true;
   Costs raised = profile_.costs;
   const std::vector<std::string> what =
       SetReceiveReading(&raised, reading.cpu_s_per_element, reading.cpu_s_per_byte, lost.cut);
@@ -1221,7 +1237,7 @@ TimelineEntry Controller::StallWhileLocal(const Measurement& m) {
   }
   const std::string why = absl::StrCat("stall ", FormatPercent(m.stall_fraction), " for ",
                                        Fmt(t - *stall_since_), " s while not offloading");
-  Plan next = PlanSluice(effective_profile(), options_.planner);
+  Plan next = PlanSluice(effective_profile(), PlannerNow());
   if (next.offload && !MeasuredWorse(next)) {
     stall_since_.reset();
     plan_ = std::move(next);

@@ -159,6 +159,15 @@ struct ControllerOptions {
   // Offloading trials while a stall lasts (sustain_s) and the model's best plan was not
   // measured yet: at most this many per world (a changed world allows new ones).
   int max_trials = 3;
+  // The gain a plan needs over all-local while receiving has not been measured on this
+  // trainer (Costs::receive_measured false: no offload has run here, in this run or one the
+  // metric store remembers): the planner's margin for a model error that nothing has
+  // checked (PlannerOptions' default). planner.min_gain is what the loop can resolve once
+  // every cost a plan rests on has been measured; the receive cost is the one only an
+  // offload measures, and until then it is a default (5 us an element) where the
+  // randomized suite's fits read 2-360 us. A smaller predicted gain is still tried, as a
+  // bounded trial, while the stall lasts (sustain_s; MaybeTrial). docs/policy.md, rule 3.
+  double unmeasured_receive_min_gain = 0.10;
 };
 
 // Sets the uncompressed stream's trainer CPU per byte to `cpu_s_per_byte` and moves the
@@ -194,6 +203,12 @@ class Controller {
   // workers measured for the next run's plan): the reason a re-plan would give, or nullopt
   // where RecalibrateWorkerCpu would not re-plan (the reading may still have been counted).
   std::optional<std::string> FitWorkerCpu(const std::vector<WorkerCpuReading>& readings);
+  // A reading of the receive cost on the whole process that the runtime found close to the
+  // model's (so it did not recalibrate): receiving counts as measured from now on.
+  void NoteReceiveMeasured() { receive_measured_ = true; }
+  // Whether receiving was measured on this trainer (Costs::receive_measured): given by the
+  // profile (the metric store's), or by a reading in this run.
+  bool receive_measured() const { return receive_measured_; }
 
   // Losses measured in earlier runs (the metric store's), before Start: the ones whose
   // workers are this profile's with the same CPU budgets count as if measured in this run.
@@ -305,6 +320,9 @@ class Controller {
   // decision's reason ("" when nothing was kept).
   std::string KeepReceiveCostOfLoss(const Plan& lost, const ReceiveReading& reading);
   std::optional<TimelineEntry> MaybeTrial(const Measurement& m);
+  // The planner's options now: options_.planner, with unmeasured_receive_min_gain while
+  // receiving has not been measured here.
+  PlannerOptions PlannerNow() const;
   // The all-local check (docs/policy.md, controller rule 7): an offloading plan whose
   // measured rate does not clearly beat both estimates of all-local's steady rate (the
   // start window's lower bound and the model's prediction) runs all-local for a few
@@ -347,6 +365,8 @@ class Controller {
 
   Profile profile_;  // reported values; calibration lives in the factors below
   ControllerOptions options_;
+  // Outside Beliefs: a rollback restores what was believed, not what was never measured.
+  bool receive_measured_ = false;
   Plan plan_;
   bool started_ = false;
   std::vector<TimelineEntry> timeline_;

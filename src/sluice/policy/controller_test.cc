@@ -1320,20 +1320,66 @@ TEST(ControllerTest, AnOffloadClearlyOverAllLocalNeedsNoCheck) {
   EXPECT_TRUE(c.plan().offload);
 }
 
-// In a closed loop the first plan offloads for any gain the loop can resolve; a plan that
-// nothing measures keeps a margin for the model's error.
-TEST(ControllerTest, TheClosedLoopOffloadsForASmallPredictedGain) {
+// The standard profile with demand a little over what all-local gives, so that the best plan
+// predicts a few percent more than all-local (the tests below); `open` gets the plan for the
+// profile as it was (it offloads for a large gain).
+Profile SmallGainProfile(Plan* open) {
   Profile p = StandardProfile();
-  // Demand a little over what all-local gives: the best plan predicts a few percent more.
-  const Plan open = PlanSluice(p);
+  *open = PlanSluice(p);
+  p.consumer.step_s = p.consumer.batch_size / (1.05 * open->predicted_local_samples_per_s);
+  return p;
+}
+
+// In a closed loop, once receiving was measured on this trainer, the first plan offloads for
+// any gain the loop can resolve; a plan that nothing measures keeps a margin for the model's
+// error.
+TEST(ControllerTest, TheClosedLoopOffloadsForASmallPredictedGainOnceReceivingIsMeasured) {
+  Plan open;
+  Profile p = SmallGainProfile(&open);
   ASSERT_TRUE(open.offload);
-  p.consumer.step_s = p.consumer.batch_size / (1.05 * open.predicted_local_samples_per_s);
   const Plan small = PlanSluice(p);
   ASSERT_GT(small.candidates.size(), 0u);
   EXPECT_FALSE(small.offload) << small.explanation;
   EXPECT_THAT(small.explanation, HasSubstr("needed to offload"));
+  p.costs.receive_measured = true;
   Controller c(p);
   EXPECT_TRUE(c.Start(0, open.predicted_local_samples_per_s).plan.offload);
+}
+
+// Before any offload has measured receiving here, a small predicted gain rests on the receive
+// cost's default: the first plan stays all-local and says why, and the gain is tried as a
+// trial once the stall has lasted (sustain_s); a re-plan after a reading (here one that found
+// the model's cost right) offloads for it as a plan.
+TEST(ControllerTest, ASmallGainRestingOnAnUnmeasuredReceiveCostIsTriedNotPlanned) {
+  Plan open;
+  const Profile p = SmallGainProfile(&open);
+  ASSERT_FALSE(p.costs.receive_measured);
+  for (const bool reading : {false, true}) {
+    SCOPED_TRACE(reading ? "with a reading" : "without a reading");
+    ControllerOptions options;
+    Controller c(p, options);
+    const TimelineEntry first = c.Start(0, open.predicted_local_samples_per_s);
+    EXPECT_FALSE(first.plan.offload);
+    EXPECT_THAT(first.plan.explanation, HasSubstr("under the 10.0% needed to offload"));
+    EXPECT_THAT(first.plan.explanation, HasSubstr("receiving is not measured on this trainer"));
+    EXPECT_FALSE(c.receive_measured());
+    if (reading) c.NoteReceiveMeasured();
+    TimelineEntry e;
+    int t = 1;
+    for (; t < 60; ++t) {
+      e = c.Observe(OnPlan(c, t, /*stall=*/0.3));
+      if (e.kind != DecisionKind::kKeep) break;
+    }
+    EXPECT_TRUE(e.plan.offload) << e.reason;
+    EXPECT_EQ(e.kind, reading ? DecisionKind::kReplan : DecisionKind::kTrial) << e.reason;
+    // Out of the cool-down at 15 s, then a stall lasting sustain_s.
+    EXPECT_EQ(t, 15 + static_cast<int>(options.sustain_s));
+  }
+  // A receive reading far from the model's counts as measured too.
+  Controller c(p);
+  c.Start(0, open.predicted_local_samples_per_s);
+  c.RecalibrateReceive(1, std::nullopt, 1e-9);
+  EXPECT_TRUE(c.receive_measured());
 }
 
 // A worker that measures far under what it claims: whatever the controller tries, a plan

@@ -317,6 +317,7 @@ StatusOr<Costs> CostsFromJsonAt(const json& j, const std::string& where) {
   SLUICE_RETURN_IF_ERROR(r.Number("worker_send_cpu_s_per_byte", &c.worker_send_cpu_s_per_byte));
   SLUICE_RETURN_IF_ERROR(r.Number("worker_cpu_s_per_sample", &c.worker_cpu_s_per_sample));
   SLUICE_RETURN_IF_ERROR(r.Int("worker_cpu_readings", &c.worker_cpu_readings));
+  SLUICE_RETURN_IF_ERROR(r.Bool("receive_measured", &c.receive_measured));
   const json* codecs = nullptr;
   SLUICE_RETURN_IF_ERROR(r.Array("codecs", &codecs));
   if (codecs != nullptr) {
@@ -345,6 +346,7 @@ json ToJson(const Costs& c) {
               {"worker_send_cpu_s_per_byte", c.worker_send_cpu_s_per_byte},
               {"worker_cpu_s_per_sample", c.worker_cpu_s_per_sample},
               {"worker_cpu_readings", c.worker_cpu_readings},
+              {"receive_measured", c.receive_measured},
               {"codecs", codecs}};
 }
 

@@ -86,6 +86,11 @@ struct Costs {
   // the mean of worker_cpu_readings readings.
   double worker_cpu_s_per_sample = 0;
   int worker_cpu_readings = 0;
+  // Whether the receive costs above were measured on this trainer's whole process while it
+  // offloaded (a fit, or a reading that confirmed them; in this run or, through the metric
+  // store, an earlier one): until then they are defaults, and the closed loop asks a plan
+  // resting on them for a larger gain (ControllerOptions::unmeasured_receive_min_gain).
+  bool receive_measured = false;
   // The codecs measured, an entry per codec and cut where its ratio was read
   // (CodecCost::measured_at_cut); kNone is receiving without compression. A codec with no
   // entry is not considered by the planner (kNone defaults to ratio 1 and zero cost).

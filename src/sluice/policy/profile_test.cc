@@ -19,6 +19,7 @@ TEST(ProfileTest, JsonRoundTrip) {
   p.costs.send_cpu_s_per_byte = 0.5e-9;
   p.costs.worker_cpu_s_per_sample = 30e-6;
   p.costs.worker_cpu_readings = 2;
+  p.costs.receive_measured = true;
   p.workers[0].rtt_s = 0.0002;
   p.workers[0].has_storage = false;
   p.workers[0].storage_bytes_per_s = 20e6;
@@ -32,6 +33,11 @@ TEST(ProfileTest, JsonRoundTrip) {
   EXPECT_FALSE(back->workers[0].has_storage);
   EXPECT_EQ(back->workers[0].ops[0].position, 1);
   EXPECT_EQ(back->costs.worker_cpu_s_per_sample, 30e-6);
+  EXPECT_TRUE(back->costs.receive_measured);
+  // An entry saved before the field existed reads as not measured.
+  StatusOr<Costs> old = CostsFromJson(nlohmann::json::object());
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->receive_measured);
 }
 
 TEST(ProfileTest, MissingFieldsTakeDefaults) {

@@ -231,7 +231,8 @@ Plan PlanSluice(const Profile& profile, const PlannerOptions& options) {
         FormatRate(e->predicted_samples_per_s), " samples/s, ",
         local > 0 ? absl::StrFormat("%+.1f%%", (e->predicted_samples_per_s / local - 1) * 100)
                   : std::string("?"),
-        " over all-local, under the ", FormatPercent(options.min_gain), " needed to offload");
+        " over all-local, under the ", FormatPercent(options.min_gain), " needed to offload",
+        options.min_gain_why.empty() ? "" : absl::StrCat(" (", options.min_gain_why, ")"));
   }
   if (!no_offload.empty()) {
     lines.push_back(absl::StrCat("decision: no offload: ", no_offload));

@@ -23,6 +23,9 @@ struct PlannerOptions {
   // closed loop): a margin for the model's error, which nothing checks there. In training
   // the controller measures every plan and uses ClosedLoopPlannerOptions() (2%).
   double min_gain = 0.10;
+  // Why min_gain is what it is, where the caller raised it (said after it when the plan is
+  // `none` for too little gain); empty: nothing is said.
+  std::string min_gain_why;
   // false: skip the stall test (the controller re-planning while already offloading, whose
   // stall is low because the offload works; `sluice plan` with a predicted stall).
   bool require_stall = true;

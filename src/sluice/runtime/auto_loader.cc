@@ -434,6 +434,8 @@ Status AutoLoader::Observe(int64_t now_ns) {
         off = far(*measured->per_byte, none->trainer_cpu_s_per_byte);
       }
     }
+    // Close to the model's: nothing to re-plan, but receiving is measured here now.
+    if (!off) controller_->NoteReceiveMeasured();
   }
   // Once a Loader too: the workers' CPU per sample as they report it, against the model's.
   std::optional<policy::TimelineEntry> worker_cpu;
@@ -743,6 +745,7 @@ Status AutoLoader::Finish() {
     costs.recv_fit_bytes_per_element = believed.recv_fit_bytes_per_element;
     costs.worker_cpu_s_per_sample = believed.worker_cpu_s_per_sample;
     costs.worker_cpu_readings = believed.worker_cpu_readings;
+    costs.receive_measured = controller_->receive_measured();
     if (std::optional<policy::CodecCost> none = believed.CostOf(policy::Codec::kNone)) {
       policy::SetReceiveCost(&costs, none->trainer_cpu_s_per_byte);
     }
