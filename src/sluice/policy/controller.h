@@ -167,7 +167,7 @@ struct ControllerOptions {
   // offload measures, and until then it is a default (5 us an element) where the
   // randomized suite's fits read 2-360 us. A smaller predicted gain is still tried, as a
   // bounded trial, while the stall lasts (sustain_s; MaybeTrial). docs/policy.md, rule 3.
-  double unmeasured_receive_min_gain = 0.10;
+  double unmeasured_receive_min_gain = PlannerOptions{}.min_gain;
 };
 
 // Sets the uncompressed stream's trainer CPU per byte to `cpu_s_per_byte` and moves the
