@@ -22,21 +22,17 @@ import re
 import statistics
 import sys
 
+from start_window import paired_rounds
+
 GAIN = re.compile(r"-> [\d.]+ samples/s predicted \(\+([\d.]+)% over all-local\)")
 BINS = [(0, 10), (10, 20), (20, 50), (50, float("inf"))]
 
 
 def rounds(report):
     """(predicted gain %, sluice / none, ended offloading, scenario) per cold offloading round."""
-    policies = report.get("policies", {})
     name = report.get("scenario", {}).get("name", "?")
     out = []
-    for suffix in [""] + [f"#{i}" for i in range(2, 100)]:
-        none, run = policies.get("none" + suffix), policies.get("sluice" + suffix)
-        if none is None and run is None:
-            break
-        if not none or not run or not none.get("samples_per_s") or not run.get("timeline"):
-            continue
+    for none, run in paired_rounds(report):
         first = run["timeline"][0]
         if "planned from measured costs" not in first.get("reason", ""):
             continue

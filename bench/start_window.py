@@ -30,17 +30,23 @@ def batch_size(scenario):
     return (spec.get("batch") or {}).get("size") or 1
 
 
-def rounds(report):
-    """(kind, window rate / none's rate) for each round with both runs."""
+def paired_rounds(report):
+    """(none, sluice) policy reports of each round that has both, with a rate and a timeline
+    (the runs named "none"/"sluice", "none#2"/"sluice#2", ...)."""
     policies = report.get("policies", {})
-    size = batch_size(report["scenario"])
-    out = []
     for suffix in [""] + [f"#{i}" for i in range(2, 100)]:
         none, run = policies.get("none" + suffix), policies.get("sluice" + suffix)
         if none is None and run is None:
             break
-        if not none or not run or not none.get("samples_per_s") or not run.get("timeline"):
-            continue
+        if none and run and none.get("samples_per_s") and run.get("timeline"):
+            yield none, run
+
+
+def rounds(report):
+    """(kind, window rate / none's rate) for each round with both runs."""
+    size = batch_size(report["scenario"])
+    out = []
+    for none, run in paired_rounds(report):
         reason = run["timeline"][0].get("reason", "")
         m = WINDOW.search(reason)
         if not m:
