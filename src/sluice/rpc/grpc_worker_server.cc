@@ -27,6 +27,7 @@
 #include "sluice/core/clock.h"
 #include "sluice/core/error_kind.h"
 #include "sluice/rpc/bulk_channel.h"
+#include "sluice/rpc/grpc_library.h"
 #include "sluice/rpc/outgoing_message.h"
 #include "sluice/rpc/tls_files.h"
 #include "sluice/rpc/worker.grpc.pb.h"
@@ -583,6 +584,7 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
                                          options.open_timeout_s, std::move(bulk));
   const int max_message = static_cast<int>(
       std::min<size_t>(options.worker.max_message_bytes, std::numeric_limits<int>::max()));
+  KeepGrpcInitialized();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, creds, &server->port_);

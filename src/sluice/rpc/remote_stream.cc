@@ -22,6 +22,7 @@
 #include "sluice/core/copy.h"
 #include "sluice/rpc/bulk_channel.h"
 #include "sluice/rpc/credit.h"
+#include "sluice/rpc/grpc_library.h"
 #include "sluice/rpc/grpc_worker_server.h"
 #include "sluice/rpc/incoming_message.h"
 #include "sluice/rpc/tls_files.h"
@@ -603,6 +604,7 @@ namespace {
 
 // A channel to the worker, connected (or the reason it is not).
 StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ConnectOptions& connect) {
+  KeepGrpcInitialized();
   const std::string& address = connect.address;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!connect.tls_ca_file.empty()) {
