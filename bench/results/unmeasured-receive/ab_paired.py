@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""Paired summary of ab.sh folders: per scenario, new / old within each round (cold and from
+the store), each build's runs against the round's `none`, and how many cold runs' first plans offloaded.
+
+  ab_paired.py DIR [DIR...]   (rounds of every folder pooled; a folder is one evening's run)
+"""
+import collections
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def offloaded(policy):
+    """Whether a run's first plan offloads (what the margin decides on a cold run)."""
+    timeline = policy.get("timeline") or []
+    return bool(timeline) and bool(timeline[0].get("plan", {}).get("offload"))
+
+
+def main(dirs):
+    runs = collections.defaultdict(dict)  # (scenario, dir, round) -> kind -> (rate, offloaded)
+    for d in dirs:
+        for f in sorted(glob.glob(os.path.join(d, "*-*-*.json"))):
+            m = re.match(r"(.+)-(old|new|none)-(\d+)\.json", os.path.basename(f))
+            if not m:
+                continue
+            policies = json.load(open(f))["policies"]
+            for k, v in policies.items():
+                kind = m.group(2) if m.group(2) == "none" else \
+                    m.group(2) + ("-store" if "#" in k else "-cold")
+                runs[(m.group(1), d, m.group(3))][kind] = (v["samples_per_s"], offloaded(v))
+    by_scenario = collections.defaultdict(list)
+    for (scenario, _, _), r in runs.items():
+        by_scenario[scenario].append(r)
+    print("| scenario | rounds | cold new/old | store new/old | old cold / none | new cold / none "
+          "| cold first plans offloading (old, new) |")
+    print("|---|---|---|---|---|---|---|")
+    for scenario, rounds in sorted(by_scenario.items()):
+        def med(num, den):
+            xs = [r[num][0] / r[den][0] for r in rounds if num in r and den in r]
+            return f"{statistics.median(xs):.3f} ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
+        off = lambda k: sum(1 for r in rounds if k in r and r[k][1])
+        print(f"| {scenario} | {len(rounds)} | {med('new-cold', 'old-cold')} "
+              f"| {med('new-store', 'old-store')} | {med('old-cold', 'none')} "
+              f"| {med('new-cold', 'none')} | {off('old-cold')}, {off('new-cold')} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
