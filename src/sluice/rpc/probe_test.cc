@@ -159,12 +159,12 @@ TEST(ProbeTest, TimeWaitingForACpuIsLeftOutOfTheReading) {
                                         " s, waited for a CPU ", probe->cpu_wait_s, " s");
   EXPECT_GT(probe->cpu_wait_s, 0) << seen;
   EXPECT_LE(probe->cpu_wait_s, probe->probe_s) << seen;
-  // The rate: a figure, or "not measured" (0), the probe's answer when no reply took long
-  // enough to time (ProbeWorker's kMinTransferS), never a negative or NaN one. Once in about
-  // 250 runs beside two busy loops and another test it read 0 (in 340 ms; the cause was not
-  // found: the readings seen here put a 16 MiB reply at 9-60 ms with the waiting left out).
-  // The unloaded probe test asserts a rate.
-  EXPECT_GE(probe->bytes_per_s, 0) << seen;
+  // A rate, though most of the time was waiting: the wait is taken off the call it fell in.
+  // (Once in about 250 runs beside two busy loops it read 0. The cause that fits: the
+  // schedstat readings lay outside the clock's window, so a wait just before a call was taken
+  // off that call and clamped its time to nothing; ProbeWorker now reads the clock around
+  // them.)
+  EXPECT_GT(probe->bytes_per_s, 0) << seen;
 }
 
 // gRPC stays up after the last server and channel close (grpc_library.h): its shutdown could

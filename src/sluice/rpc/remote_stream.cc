@@ -732,12 +732,16 @@ StatusOr<LinkProbe> ProbeWorker(const ConnectOptions& connect, double target_s, 
     proto::ProbeRequest req;
     req.set_bytes(bytes);
     grpc::ByteBuffer resp;
-    const std::optional<SchedTimes> s0 = ThreadSchedTimes();
+    // The clock's window holds the wait's: a wait counted between the schedstat reading and
+    // the clock's (the reading is a file read; a thread that shares its CPU can be preempted
+    // there for a whole time slice) would otherwise be taken off a call that did not contain
+    // it, and read the link faster than it is, or clamp the call's time to nothing.
     const int64_t t0 = NowNanos();
+    const std::optional<SchedTimes> s0 = ThreadSchedTimes();
     grpc::Status s = grpc::internal::BlockingUnaryCall<proto::ProbeRequest, grpc::ByteBuffer>(
         channel.get(), method, &ctx, req, &resp);
-    const double seconds = (NowNanos() - t0) / 1e9;
     const std::optional<SchedTimes> s1 = ThreadSchedTimes();
+    const double seconds = (NowNanos() - t0) / 1e9;
     if (!s.ok()) return WorkerError(connect.address, s);
     if (resp.Length() < bytes) {
       return absl::UnavailableError(absl::StrCat("worker ", connect.address, ": probe reply of ",
