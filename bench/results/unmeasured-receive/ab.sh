@@ -17,20 +17,4 @@ for i in $(seq 1 "$R"); do
       --work-dir "$WORK" --data-dir /tmp/sluice-bench-data > "$OUT/$n-none-$i.log" 2>&1
   done
 done
-/usr/bin/python3 - "$OUT" <<'PY'
-import json, glob, os, re, statistics, sys, collections
-out = sys.argv[1]
-rows = collections.defaultdict(lambda: collections.defaultdict(list))
-for f in sorted(glob.glob(f"{out}/*-*-*.json")):
-    m = re.match(r"(.+)-(old|new|none)-(\d+)\.json", os.path.basename(f))
-    if not m: continue
-    d = json.load(open(f))
-    for k, v in d["policies"].items():
-        kind = m.group(2) if m.group(2) == "none" else m.group(2) + ("-store" if "#" in k else "-cold")
-        rows[m.group(1)][kind].append(v["samples_per_s"])
-print("| scenario | none | old cold | new cold | old store | new store |")
-print("|---|---|---|---|---|---|")
-for s, r in sorted(rows.items()):
-    cell = lambda k: "/".join(str(round(x)) for x in r.get(k, []))
-    print(f"| {s} | {cell('none')} | {cell('old-cold')} | {cell('new-cold')} | {cell('old-store')} | {cell('new-store')} |")
-PY
+/usr/bin/python3 "$(dirname "$0")/ab_paired.py" --rates "$OUT"
