@@ -459,6 +459,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                          {"connected", w.connected},
                          {"bulk", w.bulk},
                          {"shared_memory", w.shared_memory},
+                         {"shared_slots", w.shared_slots},
                          {"failures", w.failures},
                          {"drains", w.drains},
                          {"hangs", w.hangs},

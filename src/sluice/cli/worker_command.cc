@@ -161,6 +161,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
   flags.AddBool("no-shared-memory", &no_shared_memory,
                 "offer trainers on this machine no shared-memory ring: their payloads go on the "
                 "bulk data channel's TCP port like everyone's");
+  bool no_shared_slots = false;
+  flags.AddBool("no-shared-slots", &no_shared_slots,
+                "through the shared-memory ring, copy every sample's bytes: take no batch "
+                "buffers from trainers to write samples into");
   flags.AddInt("bulk-port", &bulk_port, "PORT",
                "the bulk data channel's port on --listen's host (0: a free one, told to each "
                "trainer)",
@@ -239,6 +243,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
   options.bulk = !no_bulk;
   options.bulk_port = static_cast<int>(bulk_port);
   options.bulk_shared_memory = !no_shared_memory;
+  options.shared_slots = !no_shared_slots;
   options.worker.log = [](const std::string& message) {
     std::fprintf(stderr, "sluice worker: %s\n", message.c_str());
   };

@@ -5,10 +5,14 @@
 namespace sluice {
 
 BatchSlots::BatchSlots(DType dtype, Shape shape, int64_t batch_size)
+    : BatchSlots(dtype, std::move(shape), batch_size, Source()) {}
+
+BatchSlots::BatchSlots(DType dtype, Shape shape, int64_t batch_size, Source source)
     : dtype_(dtype),
       shape_(std::move(shape)),
       batch_size_(batch_size),
-      slot_bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype)) {}
+      slot_bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype)),
+      source_(std::move(source)) {}
 
 Tensor BatchSlots::Take(DType dtype, const Shape& shape) {
   if (dtype != dtype_ || shape != shape_ || slot_bytes_ == 0) return Tensor::Empty(dtype, shape);
@@ -17,8 +21,13 @@ Tensor BatchSlots::Take(DType dtype, const Shape& shape) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (buffer_ == nullptr || next_ == batch_size_) {
-      buffer_ = Buffer::Allocate(slot_bytes_ * static_cast<size_t>(batch_size_));
+      const size_t bytes = slot_bytes_ * static_cast<size_t>(batch_size_);
+      buffer_ = source_ ? source_() : Buffer::Allocate(bytes);
       next_ = 0;
+      if (buffer_ == nullptr || buffer_->size() < bytes) {  // the source has none now
+        buffer_.reset();
+        return Tensor::Empty(dtype, shape);
+      }
     }
     buffer = buffer_;
     offset = slot_bytes_ * static_cast<size_t>(next_++);

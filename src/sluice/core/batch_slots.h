@@ -18,6 +18,7 @@
 #define SLUICE_CORE_BATCH_SLOTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -31,6 +32,11 @@ class BatchSlots {
   // Slots for samples of `dtype` and `shape` (every dimension known), `batch_size` a buffer.
   // REQUIRES: batch_size >= 1, every dim of `shape` >= 0.
   BatchSlots(DType dtype, Shape shape, int64_t batch_size);
+  // Where a batch's buffer comes from instead of Buffer::Allocate: one of buffer_bytes()
+  // (the slots a worker writes for its trainer's batches, rpc/slot_arena.h), or nullptr when
+  // there is none now, and then the sample gets a tensor of its own.
+  using Source = std::function<std::shared_ptr<Buffer>()>;
+  BatchSlots(DType dtype, Shape shape, int64_t batch_size, Source source);
 
   // A tensor of `dtype` and `shape`, uninitialised: the next slot when they are this
   // field's, else a fresh tensor (Tensor::Empty).
@@ -47,6 +53,7 @@ class BatchSlots {
   const Shape shape_;
   const int64_t batch_size_;
   const size_t slot_bytes_;
+  const Source source_;  // empty: Buffer::Allocate
   std::mutex mu_;
   std::shared_ptr<Buffer> buffer_ ABSL_GUARDED_BY(mu_);  // the buffer being filled
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;                // its next free slot

@@ -91,6 +91,7 @@ int ListenLocal(std::string* name) {
 
 constexpr size_t kTcpHelloBytes = kBulkMagic.size() + kBulkKeyBytes;
 constexpr size_t kLocalHelloBytes = kBulkRingMagic.size() + kBulkKeyBytes + 8;
+constexpr size_t kSlotsHelloBytes = 16;  // after kLocalHelloBytes, with kBulkRingSlotsMagic
 
 }  // namespace
 
@@ -275,7 +276,8 @@ Status BulkConnection::RingRecv(uint8_t* out, size_t n, bool read_later, bool mo
 }
 
 StatusOr<std::unique_ptr<BulkListener>> BulkListener::Start(const std::string& host, int port,
-                                                             bool shared_memory) {
+                                                             bool shared_memory,
+                                                             bool shared_slots) {
   const bool any_v4 = host.empty() || host == "0.0.0.0";
   const std::string shown = absl::StrCat(any_v4 ? "0.0.0.0" : host, ":", port);
   addrinfo hints{};
@@ -314,6 +316,7 @@ StatusOr<std::unique_ptr<BulkListener>> BulkListener::Start(const std::string& h
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
   std::unique_ptr<BulkListener> l(new BulkListener());
   l->listen_fd_ = fd;
+  l->shared_slots_ = shared_slots;
   l->port_ = bound.ss_family == AF_INET6
                  ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
                  : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
@@ -437,8 +440,13 @@ void BulkListener::AdmitLocal(int fd) {
   uint8_t* ring = nullptr;
   uint64_t size = 0;
   std::string key;
-  if (read && fds.size() == 1 &&
-      std::string_view(hello, kBulkRingMagic.size()) == kBulkRingMagic) {
+  const std::string_view magic(hello, kBulkRingMagic.size());
+  const bool with_slots = read && magic == kBulkRingSlotsMagic;
+  // Shared slots: their layout follows, and their memfd the ring's.
+  char slots_hello[kSlotsHelloBytes];
+  const bool slots_read =
+      with_slots && fds.size() == 2 && ReadHello(fd, slots_hello, sizeof slots_hello, nullptr);
+  if (read && ((fds.size() == 1 && magic == kBulkRingMagic) || slots_read)) {
     key.assign(hello + kBulkRingMagic.size(), kBulkKeyBytes);
     std::memcpy(&size, hello + kBulkRingMagic.size() + kBulkKeyBytes, sizeof size);
     bool expected = false;
@@ -458,13 +466,26 @@ void BulkListener::AdmitLocal(int fd) {
       if (m != MAP_FAILED) ring = static_cast<uint8_t*>(m);
     }
   }
+  std::shared_ptr<SlotArenaWriter> slots;
+  if (ring != nullptr && slots_read && shared_slots_) {
+    SlotArenaLayout layout;
+    std::memcpy(&layout.regions, slots_hello, 4);
+    std::memcpy(&layout.slots, slots_hello + 4, 4);
+    std::memcpy(&layout.slot_bytes, slots_hello + 8, 8);
+    // Slots that do not map (a layout out of bounds, not a sealed memfd of its size) are left
+    // out: the ring carries every byte, as without them.
+    StatusOr<std::shared_ptr<SlotArenaWriter>> mapped = SlotArenaWriter::Map(fds[1], layout);
+    if (mapped.ok()) slots = *std::move(mapped);
+  }
   for (const int d : fds) close(d);  // the mapping keeps the memory
   if (ring == nullptr) {
     close(fd);
     refused_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  Keep(key, std::make_unique<BulkConnection>(fd, ring, size, /*sender=*/true));
+  auto conn = std::make_unique<BulkConnection>(fd, ring, size, /*sender=*/true);
+  conn->set_slot_writer(std::move(slots));
+  Keep(key, std::move(conn));
 }
 
 std::string BulkListener::Expect() {
@@ -478,19 +499,32 @@ std::unique_ptr<BulkConnection> BulkListener::Take(const std::string& key) {
   return TakeWithin(key, 0);
 }
 
-std::unique_ptr<BulkConnection> BulkListener::TakeWithin(const std::string& key,
-                                                         double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
+BulkConnection* BulkListener::ArrivedWithin(std::unique_lock<std::mutex>& lock,
+                                            const std::string& key, double timeout_s) {
   const auto here = [&] {
     auto it = expected_.find(key);
     return it == expected_.end() || it->second != nullptr;
   };
   if (timeout_s > 0) arrived_.wait_for(lock, std::chrono::duration<double>(timeout_s), here);
   auto it = expected_.find(key);
-  if (it == expected_.end() || it->second == nullptr) return nullptr;
+  return it == expected_.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<BulkConnection> BulkListener::TakeWithin(const std::string& key,
+                                                         double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ArrivedWithin(lock, key, timeout_s) == nullptr) return nullptr;
+  auto it = expected_.find(key);
   std::unique_ptr<BulkConnection> c = std::move(it->second);
   expected_.erase(it);  // once: the same key again is refused
   return c;
+}
+
+std::shared_ptr<SlotArenaWriter> BulkListener::SlotsWithin(const std::string& key,
+                                                           double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  BulkConnection* c = ArrivedWithin(lock, key, timeout_s);
+  return c != nullptr ? c->slot_writer() : nullptr;
 }
 
 void BulkListener::Forget(const std::string& key) {
@@ -563,20 +597,22 @@ StatusOr<int> ConnectBulk(const std::string& host, int port, std::string_view ke
   return fd;
 }
 
-ssize_t SendWithDescriptor(int socket_fd, std::string_view bytes, int attached) {
+ssize_t SendWithDescriptors(int socket_fd, std::string_view bytes,
+                            const std::vector<int>& attached) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  if (attached >= 0) {
+  if (!attached.empty()) {  // at most two: the ring's and the slots'
+    const size_t n = std::min<size_t>(attached.size(), 2);
     m.msg_control = control;
-    m.msg_controllen = sizeof control;
+    m.msg_controllen = CMSG_SPACE(n * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &attached, sizeof attached);
+    c->cmsg_len = CMSG_LEN(n * sizeof(int));
+    std::memcpy(CMSG_DATA(c), attached.data(), n * sizeof(int));
   }
   ssize_t w;
   do {
@@ -587,7 +623,8 @@ ssize_t SendWithDescriptor(int socket_fd, std::string_view bytes, int attached) 
 
 StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(const std::string& name,
                                                            std::string_view key,
-                                                           size_t ring_bytes) {
+                                                           size_t ring_bytes,
+                                                           std::shared_ptr<SlotArena> slots) {
   const auto fail = [&name](const char* what, int err) {
     return absl::UnavailableError(
         absl::StrCat("local bulk data channel ", name, ": ", what, ": ", ErrnoText(err)));
@@ -628,21 +665,32 @@ StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(const std::string& na
     close(fd);
     return fail("the shared ring", err);
   }
-  std::string hello(kBulkRingMagic);
+  std::string hello(slots != nullptr ? kBulkRingSlotsMagic : kBulkRingMagic);
   hello.append(key);
   const uint64_t size = ring_bytes;
   hello.append(reinterpret_cast<const char*>(&size), sizeof size);
-  // 48 bytes on a fresh connection: the socket's buffer always takes them whole.
-  const ssize_t w = SendWithDescriptor(fd, hello, ring_fd);
+  std::vector<int> attached = {ring_fd};
+  if (slots != nullptr) {
+    const SlotArenaLayout& l = slots->layout();
+    hello.append(reinterpret_cast<const char*>(&l.regions), 4);
+    hello.append(reinterpret_cast<const char*>(&l.slots), 4);
+    hello.append(reinterpret_cast<const char*>(&l.slot_bytes), 8);
+    attached.push_back(slots->fd());
+  }
+  // 48 or 64 bytes on a fresh connection: the socket's buffer always takes them whole.
+  const ssize_t w = SendWithDescriptors(fd, hello, attached);
   err = errno;
   close(ring_fd);  // the worker got its own descriptor; the mapping keeps ours
+  if (slots != nullptr) slots->CloseFd();
   if (w != static_cast<ssize_t>(hello.size())) {
     munmap(ring, ring_bytes);
     close(fd);
     return fail("hello", w < 0 ? err : EPIPE);
   }
-  return std::make_unique<BulkConnection>(fd, static_cast<uint8_t*>(ring), ring_bytes,
-                                          /*sender=*/false);
+  auto conn = std::make_unique<BulkConnection>(fd, static_cast<uint8_t*>(ring), ring_bytes,
+                                               /*sender=*/false);
+  conn->set_slot_arena(std::move(slots));
+  return conn;
 }
 
 std::optional<std::string> HostOfAddress(const std::string& address) {

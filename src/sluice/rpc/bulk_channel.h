@@ -43,6 +43,7 @@
 
 #include "sluice/core/copy.h"
 #include "sluice/core/status.h"
+#include "sluice/rpc/slot_arena.h"
 
 namespace sluice::rpc {
 
@@ -61,6 +62,10 @@ inline constexpr size_t kBulkWakeBytes = 1 << 20;
 // The local hello: kBulkRingMagic, the key, and the ring's size (8 bytes, little-endian),
 // with the ring's memfd attached.
 inline constexpr std::string_view kBulkRingMagic = "SLUICER1";
+// The same with shared slots (rpc/slot_arena.h): then 16 more bytes, the arena's layout
+// (u32 regions, u32 slots, u64 slot bytes, little-endian), and the arena's memfd after the
+// ring's.
+inline constexpr std::string_view kBulkRingSlotsMagic = "SLUICER2";
 // The shared-memory ring's size: what the TCP channel lets a worker run ahead of its
 // trainer (the receive buffer, twice kBulkWakeBytes, and the default largest send buffer,
 // 4 MiB) rounded up to a power of two, so a worker writes as far ahead as on a socket.
@@ -92,6 +97,12 @@ class BulkConnection {
 
   int fd() const { return fd_; }
   bool shared_memory() const { return ring_ != nullptr; }
+  // Shared slots that came with a local connection: the worker's mapping of them (its end)
+  // or the trainer's arena (its end); null where there are none.
+  const std::shared_ptr<SlotArenaWriter>& slot_writer() const { return slot_writer_; }
+  void set_slot_writer(std::shared_ptr<SlotArenaWriter> w) { slot_writer_ = std::move(w); }
+  const std::shared_ptr<SlotArena>& slot_arena() const { return slot_arena_; }
+  void set_slot_arena(std::shared_ptr<SlotArena> a) { slot_arena_ = std::move(a); }
   // Writes every byte of `pieces`. An error says the peer went away and why.
   Status Send(const std::vector<BulkPiece>& pieces);
   // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed,
@@ -131,6 +142,8 @@ class BulkConnection {
   uint8_t partial_[8] = {};  // the start of a count split between two reads
   size_t partial_size_ = 0;
   CopyWayChooser landing_;  // receiver: the copies of what is read later
+  std::shared_ptr<SlotArenaWriter> slot_writer_;
+  std::shared_ptr<SlotArena> slot_arena_;
 };
 
 // The worker's side: listens for bulk connections and hands each to the session whose key
@@ -141,8 +154,11 @@ class BulkListener {
   // (0: a free one); with `shared_memory`, also on a Unix socket of a random name in the
   // abstract namespace for local connections. Error: "cannot listen for bulk data on
   // HOST:PORT: why" (a local socket that cannot be made is left out, not an error).
+  // With `shared_slots` too, a local connection's shared slots are mapped (rpc/slot_arena.h;
+  // else left out, and the ring carries every byte).
   static StatusOr<std::unique_ptr<BulkListener>> Start(const std::string& host, int port,
-                                                       bool shared_memory = false);
+                                                       bool shared_memory = false,
+                                                       bool shared_slots = true);
   ~BulkListener();  // stops accepting; closes every connection no session took
 
   int port() const { return port_; }
@@ -156,6 +172,10 @@ class BulkListener {
   std::unique_ptr<BulkConnection> Take(const std::string& key);
   // The same, waiting up to `timeout_s` for it.
   std::unique_ptr<BulkConnection> TakeWithin(const std::string& key, double timeout_s);
+  // The shared slots of the connection that presented `key` (rpc/slot_arena.h), waiting up
+  // to `timeout_s` for it to arrive, without taking it; null when it has none, or has not
+  // arrived, or was taken.
+  std::shared_ptr<SlotArenaWriter> SlotsWithin(const std::string& key, double timeout_s);
   // The session ended: its key is refused from now on, and a connection not taken is closed.
   void Forget(const std::string& key);
   // Connections closed because their hello was wrong, late or for no expected key.
@@ -170,11 +190,16 @@ class BulkListener {
   void Admit(int fd);
   void AdmitLocal(int fd);
   void Keep(const std::string& key, std::unique_ptr<BulkConnection> c);
+  // Waits (holding `lock` on mu_) up to `timeout_s` for the connection that presents `key`:
+  // it, still kept here; null when it has not arrived, or was taken or forgotten.
+  BulkConnection* ArrivedWithin(std::unique_lock<std::mutex>& lock, const std::string& key,
+                                double timeout_s);
 
   int listen_fd_ = -1;
   int local_fd_ = -1;  // the abstract Unix socket; -1: none
   int wake_fd_ = -1;   // eventfd: Stop
   int port_ = 0;
+  bool shared_slots_ = true;
   std::string local_name_;
   std::thread acceptor_;
   std::atomic<int64_t> refused_{0};
@@ -189,19 +214,22 @@ class BulkListener {
 StatusOr<int> ConnectBulk(const std::string& host, int port, std::string_view key,
                           double timeout_s = kBulkHelloTimeoutS);
 // The trainer's side on the worker's machine: connects to the abstract Unix socket `name`
-// and presents `key` with a new ring of `ring_bytes`. Fails (and the caller connects over
-// TCP) where that socket is not in this network namespace.
-StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(const std::string& name,
-                                                           std::string_view key,
-                                                           size_t ring_bytes = kBulkRingBytes);
+// and presents `key` with a new ring of `ring_bytes`, and with `slots` (shared slots for the
+// samples' largest tensor, rpc/slot_arena.h) when given; the connection then holds them
+// (slot_arena()). Fails (and the caller connects over TCP) where that socket is not in this
+// network namespace.
+StatusOr<std::unique_ptr<BulkConnection>> ConnectBulkLocal(
+    const std::string& name, std::string_view key, size_t ring_bytes = kBulkRingBytes,
+    std::shared_ptr<SlotArena> slots = nullptr);
 
 // The host of a "host:port" or "[v6]:port" address; nullopt for anything else (a gRPC
 // target such as "unix:/path" or "dns:///name:port"), where no bulk channel is tried.
 std::optional<std::string> HostOfAddress(const std::string& address);
 
-// One sendmsg of `bytes` on a Unix socket with the descriptor `attached` (none when -1),
-// retried on EINTR; what sendmsg returned (errno set when negative).
-ssize_t SendWithDescriptor(int socket_fd, std::string_view bytes, int attached);
+// One sendmsg of `bytes` on a Unix socket with the descriptors `attached` (at most two;
+// none when empty), retried on EINTR; what sendmsg returned (errno set when negative).
+ssize_t SendWithDescriptors(int socket_fd, std::string_view bytes,
+                            const std::vector<int>& attached);
 // Writes every byte of `pieces` (no SIGPIPE). An error says the peer went away and why.
 Status SendAll(int fd, const std::vector<BulkPiece>& pieces);
 // Reads exactly `n` bytes into `out`. An error says the channel closed, or why it failed.

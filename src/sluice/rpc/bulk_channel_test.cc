@@ -409,7 +409,8 @@ int SendLocalHello(const std::string& name, const std::string& hello, int fd) {
   EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a),
                     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
             0);
-  EXPECT_EQ(SendWithDescriptor(s, hello, fd), static_cast<ssize_t>(hello.size()));
+  EXPECT_EQ(SendWithDescriptors(s, hello, fd >= 0 ? std::vector<int>{fd} : std::vector<int>{}),
+            static_cast<ssize_t>(hello.size()));
   return s;
 }
 

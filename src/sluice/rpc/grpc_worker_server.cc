@@ -410,6 +410,12 @@ class GrpcWorkerServer::Impl final : public grpc::Service {
         } else if (msg.has_heartbeat()) {
           session->Heartbeat();
         } else if (msg.has_bulk_state()) {
+          // Shared slots that came with the trainer's connection are taken up before its first
+          // split is read, so that every sample the session finishes is written into them (the
+          // connection itself is taken where it is sent on, at the first output).
+          if (msg.bulk_state().connected() && !bulk_key.empty()) {
+            session->AttachSharedSlots(bulk_->SlotsWithin(bulk_key, kBulkHelloTimeoutS));
+          }
           bulk_state.store(msg.bulk_state().connected() ? 1 : 2);
         } else {
           session->Fail(absl::InvalidArgumentError("unexpected message after Open"));
@@ -577,7 +583,8 @@ StatusOr<std::unique_ptr<GrpcWorkerServer>> GrpcWorkerServer::Start(ServerOption
   const std::optional<std::string> bulk_host = HostOfAddress(options.listen);
   if (options.bulk && !tls && bulk_host.has_value()) {
     SLUICE_ASSIGN_OR_RETURN(
-        bulk, BulkListener::Start(*bulk_host, options.bulk_port, options.bulk_shared_memory));
+        bulk, BulkListener::Start(*bulk_host, options.bulk_port, options.bulk_shared_memory,
+                                  options.shared_slots));
   }
   server->impl_ = std::make_unique<Impl>(server->service_.get(), options.token,
                                          std::max(1, options.max_pending_streams),

@@ -93,6 +93,10 @@ struct ServerOptions {
   // With the bulk channel, a local socket too: a trainer on this machine (in this network
   // namespace) takes its payloads through a shared-memory ring instead of TCP.
   bool bulk_shared_memory = true;
+  // With the ring, shared slots: a trainer that only batches what it receives hands over
+  // batch buffers the last op writes into (rpc/slot_arena.h), so neither side copies the
+  // samples' largest tensor.
+  bool shared_slots = true;
   WorkerOptions worker;
 };
 

@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sluice/pipeline/segment.h"
 #include "sluice/rpc/remote_stream.h"
 #include "sluice/rpc/rpc_test_util.h"
+#include "sluice/rpc/slot_arena.h"
 #include "sluice/rpc/worker.grpc.pb.h"
 
 namespace sluice::rpc {
@@ -37,6 +39,7 @@ std::unique_ptr<GrpcWorkerServer> StartServer(ServerOptions options) {
 struct Collected {
   std::vector<Element> elements;
   int splits_done = 0;
+  int chunks = 0;  // element events: a chunk each
   int metrics = 0;
   Status failure;
 };
@@ -51,6 +54,7 @@ Collected Collect(RemoteStream& stream, int splits) {
       break;
     }
     if (e.kind == StreamEvent::Kind::kElements) {
+      ++c.chunks;
       for (Element& el : e.elements) c.elements.push_back(std::move(el));
     } else if (e.kind == StreamEvent::Kind::kSplitDone) {
       ++c.splits_done;
@@ -169,6 +173,47 @@ INSTANTIATE_TEST_SUITE_P(
                           CodecName(info.param.compression),
                           info.param.shared_memory ? "_shm" : "_tcp");
     });
+
+// At the pipeline's end through the shared ring, the worker writes the images into the
+// trainer's shared slots (rpc/slot_arena.h) and the chunks name them: the elements are those
+// of a local run, bit for bit, and regions come back and are written again once the trainer
+// drops what it received. A worker started without shared slots sends every byte, the same.
+TEST_F(GrpcWorkerTest, SharedSlotsCarryTheImagesAndAreReusedOnceReleased) {
+  // Images of 300 KB, larger than the smallest chunk (WorkerSession::kMinChunkBytes).
+  spec_.ops[2] = {"random_resized_crop", {{"size", std::vector<int64_t>{160, 160}}}};
+  auto built = pipeline::BuildOps(spec_.ops, spec_.source.seed, ops::Registry::Builtin(),
+                                  pipeline::SourceSchema(spec_.source));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const int end = static_cast<int>(spec_.ops.size());
+  const std::vector<Element> expected = test::RunLocally(spec_, test::SourceElements(spec_, 0), 0, end);
+  for (const bool offered : {true, false}) {
+    ServerOptions options;
+    options.worker.threads = 2;
+    options.shared_slots = offered;
+    auto server = StartServer(options);
+    ASSERT_NE(server, nullptr);
+    SessionConfig session = Session(end);
+    session.land_slots = pipeline::BatchSlotsFor(built->output_schema, spec_.batch.size);
+    auto stream = RemoteStream::Open(Connect(*server), session);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_TRUE((*stream)->bulk_shared_memory());
+    // Three epochs, each dropped once received: 48 images through 5 regions of 4 slots.
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      const int splits = SendEpoch(**stream, ReadMode::kRemoteRead);
+      Collected c = Collect(**stream, splits);
+      ASSERT_TRUE(c.failure.ok()) << c.failure;
+      test::ExpectSameById(expected, c.elements);
+      // A chunk of named slots carries few bytes and so many samples: not one a chunk.
+      EXPECT_LE(c.chunks, static_cast<int>(c.elements.size()) / 2) << "epoch " << epoch;
+    }
+    if (offered) {
+      EXPECT_GT((*stream)->shared_slots_received(), kSlotArenaRegions * spec_.batch.size)
+          << "regions were written again after the trainer released them";
+    } else {
+      EXPECT_EQ((*stream)->shared_slots_received(), 0);
+    }
+  }
+}
 
 // The payloads come on the bulk data channel (rpc/bulk_channel.h) when the worker offers it
 // and the trainer asks, every one of them (the trainer says it connected before its first

@@ -226,7 +226,8 @@ class GrpcRemoteStream final : public RemoteStream {
     if (reply.opened().bulk_port() > 0 && reply.opened().bulk_key().size() == kBulkKeyBytes) {
       if (connect.bulk_shared_memory && !reply.opened().bulk_local().empty()) {
         StatusOr<std::unique_ptr<BulkConnection>> local =
-            ConnectBulkLocal(reply.opened().bulk_local(), reply.opened().bulk_key());
+            ConnectBulkLocal(reply.opened().bulk_local(), reply.opened().bulk_key(),
+                             kBulkRingBytes, connect.shared_slots ? NewSlotArena() : nullptr);
         if (local.ok()) bulk_ = *std::move(local);
       }
       std::optional<std::string> host = HostOfAddress(connect.address);
@@ -317,6 +318,10 @@ class GrpcRemoteStream final : public RemoteStream {
   bool bulk() const override { return bulk_ != nullptr; }
   bool bulk_shared_memory() const override { return bulk_ != nullptr && bulk_->shared_memory(); }
   int64_t bulk_bytes_received() const override { return bulk_bytes_received_.load(); }
+  int64_t shared_slots_received() const override {
+    return bulk_ != nullptr && bulk_->slot_arena() != nullptr ? bulk_->slot_arena()->slots_claimed()
+                                                              : 0;
+  }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t read_cpu_ns() const override { return read_cpu_ns_.load(); }
   int64_t decode_cpu_ns() const override { return decode_cpu_ns_.load(); }
@@ -332,6 +337,24 @@ class GrpcRemoteStream final : public RemoteStream {
     if (!keep_events) events_.clear();
     events_cv_.notify_all();
     writer_cv_.notify_all();
+  }
+
+  // Shared slots for the largest field that lands in slots (SessionConfig::land_slots), one
+  // batch a region; null where there is none, or its slot is not a multiple of the wire's
+  // alignment (the arena's layout needs it), or the arena cannot be made (the ring then
+  // carries every byte).
+  std::shared_ptr<SlotArena> NewSlotArena() const {
+    const BatchSlots* key = nullptr;
+    for (const auto& [field, slots] : land_slots_) {
+      if (key == nullptr || slots->buffer_bytes() > key->buffer_bytes()) key = slots.get();
+    }
+    if (key == nullptr || key->batch_size() < 1) return nullptr;
+    SlotArenaLayout layout;
+    layout.regions = kSlotArenaRegions;
+    layout.slots = static_cast<uint32_t>(key->batch_size());
+    layout.slot_bytes = key->buffer_bytes() / static_cast<size_t>(key->batch_size());
+    StatusOr<std::shared_ptr<SlotArena>> arena = SlotArena::Create(layout);
+    return arena.ok() ? *std::move(arena) : nullptr;
   }
 
   void Fail(Status s) {
@@ -416,6 +439,7 @@ class GrpcRemoteStream final : public RemoteStream {
     }
     StatusOr<WireLayout> layout = DecodeLayout(header);
     if (!layout.ok() || layout->raw_size != n || !LandsInPlace(*layout)) return std::nullopt;
+    SlotArena* arena = bulk_->slot_arena().get();
     StatusOr<std::vector<Element>> got = ReceiveElements(
         *std::move(layout),
         [this](uint8_t* to, size_t size, bool slot) {
@@ -429,6 +453,12 @@ class GrpcRemoteStream final : public RemoteStream {
             return std::nullopt;
           }
           return it->second->Take(dtype, shape);
+        },
+        [arena](const TensorLayout& t) -> StatusOr<Tensor> {
+          if (arena == nullptr) {
+            return absl::DataLossError("a tensor in a shared slot, on a connection that has none");
+          }
+          return arena->Claim(t.offset, t.dtype, t.shape);
         });
     if (!got.ok()) {
       return StatusOr<std::vector<Element>>(absl::UnavailableError(
@@ -554,6 +584,8 @@ class GrpcRemoteStream final : public RemoteStream {
       events_cv_.notify_all();
     }
     writer.join();
+    // No region is given back to a worker whose stream ended: the views hold what they hold.
+    if (bulk_ != nullptr && bulk_->slot_arena() != nullptr) bulk_->slot_arena()->Close();
     grpc::Status status = stream_->Finish();
     if (drained) {
       Fail(absl::UnavailableError(absl::StrCat(

@@ -60,6 +60,10 @@ struct ConnectOptions {
   // On the worker's machine (its local socket is in this network namespace), through a
   // shared-memory ring instead of TCP.
   bool bulk_shared_memory = true;
+  // With that ring, and a cut at the pipeline's end: shared slots, so the worker writes each
+  // sample's largest tensor straight into the batch buffer the batcher will view
+  // (rpc/slot_arena.h).
+  bool shared_slots = true;
 };
 
 // This process's id as a worker's client: random, drawn once per process, sent with GetInfo
@@ -80,7 +84,8 @@ struct SessionConfig {
   double weight = 1;
   // Where received tensors land, by field index: a payload on the bulk channel is read
   // straight into the next slot of the batch being assembled (core/batch_slots.h) for the
-  // fields given here, so batching it is no copy. Empty: into a buffer of its own.
+  // fields given here, so batching it is no copy. Empty: into a buffer of its own. The
+  // largest of these fields is the one shared slots are offered for (rpc/slot_arena.h).
   std::map<int, std::shared_ptr<BatchSlots>> land_slots;
 };
 
@@ -226,6 +231,8 @@ class RemoteStream {
   virtual bool bulk_shared_memory() const { return false; }
   // Of bytes_received(), the payload bytes read from the bulk data channel.
   virtual int64_t bulk_bytes_received() const { return 0; }
+  // Samples' tensors the worker wrote straight into shared slots (rpc/slot_arena.h).
+  virtual int64_t shared_slots_received() const { return 0; }
 };
 
 }  // namespace sluice::rpc

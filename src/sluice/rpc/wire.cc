@@ -109,14 +109,22 @@ bool ReadId(Reader& r, SampleId* id, const char* what) {
   return true;
 }
 
+// The payload's size, leaving out the tensors `shared` places in shared slots.
+size_t RawPayloadSize(const std::vector<Element>& elements, const SharedSlotOffset& shared) {
+  size_t size = 0;
+  for (const Element& e : elements) {
+    for (const Tensor& t : e.tensors) {
+      if (shared && shared(t).has_value()) continue;
+      size = AlignUp(size) + t.nbytes();
+    }
+  }
+  return size;
+}
+
 }  // namespace
 
 size_t RawPayloadSize(const std::vector<Element>& elements) {
-  size_t size = 0;
-  for (const Element& e : elements) {
-    for (const Tensor& t : e.tensors) size = AlignUp(size) + t.nbytes();
-  }
-  return size;
+  return RawPayloadSize(elements, nullptr);
 }
 
 size_t WireBytesUpperBound(const Element& element) {
@@ -135,7 +143,7 @@ namespace {
 // tensor with its payload offset, in payload order.
 template <typename Place>
 Status WriteHeader(const std::vector<Element>& elements, Codec codec, size_t raw_size,
-                   EncodedElements* out, Place place) {
+                   EncodedElements* out, Place place, const SharedSlotOffset& shared = nullptr) {
   Writer w(&out->header);
   w.Bytes(std::string_view(kMagic, 4));
   w.U8(kFormatVersion);
@@ -170,8 +178,17 @@ Status WriteHeader(const std::vector<Element>& elements, Codec codec, size_t raw
         return absl::InvalidArgumentError(absl::StrCat("tensor ", t.DebugString(), " of ", e.origin,
                                                        " has rank over ", kWireMaxRank));
       }
-      offset = AlignUp(offset);
       const size_t length = t.nbytes();
+      const std::optional<uint64_t> slot = shared ? shared(t) : std::nullopt;
+      if (slot.has_value()) {  // in a shared slot: no payload bytes
+        w.U8(static_cast<uint8_t>(t.dtype()) | kWireSharedSlot);
+        w.U8(static_cast<uint8_t>(t.rank()));
+        for (int64_t d : t.shape()) w.I64(d);
+        w.U64(*slot);
+        w.U64(length);
+        continue;
+      }
+      offset = AlignUp(offset);
       w.U8(static_cast<uint8_t>(t.dtype()));
       w.U8(static_cast<uint8_t>(t.rank()));
       for (int64_t d : t.shape()) w.I64(d);
@@ -221,16 +238,19 @@ StatusOr<EncodedElements> EncodeElements(const std::vector<Element>& elements, C
   return out;
 }
 
-StatusOr<EncodedElements> EncodeElementsInPlace(const std::vector<Element>& elements) {
+StatusOr<EncodedElements> EncodeElementsInPlace(const std::vector<Element>& elements,
+                                                const SharedSlotOffset& shared) {
   EncodedElements out;
-  const size_t raw_size = RawPayloadSize(elements);
+  const size_t raw_size = RawPayloadSize(elements, shared);
   size_t end = 0;
-  SLUICE_RETURN_IF_ERROR(
-      WriteHeader(elements, Codec::kNone, raw_size, &out, [&](const Tensor& t, size_t offset) {
+  SLUICE_RETURN_IF_ERROR(WriteHeader(
+      elements, Codec::kNone, raw_size, &out,
+      [&](const Tensor& t, size_t offset) {
         if (offset > end) out.pieces.push_back({kZeroPadding, offset - end, nullptr});
         if (t.nbytes() > 0) out.pieces.push_back({t.raw(), t.nbytes(), t.buffer()});
         end = offset + t.nbytes();
-      }));
+      },
+      shared));
   out.raw_payload_bytes = raw_size;
   return out;
 }
@@ -315,6 +335,8 @@ StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& l
     for (uint32_t t = 0; t < tensors; ++t) {
       uint8_t dtype_byte, rank;
       if (!r.U8(&dtype_byte, "dtype") || !r.U8(&rank, "rank")) return Truncated(r, "tensor");
+      const bool shared = (dtype_byte & kWireSharedSlot) != 0;
+      dtype_byte &= static_cast<uint8_t>(~kWireSharedSlot);
       if (dtype_byte > kMaxDType) {
         return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": unknown dtype ", dtype_byte));
       }
@@ -324,7 +346,9 @@ StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& l
       }
       const DType dtype = static_cast<DType>(dtype_byte);
       Shape shape(rank);
-      // The element count, overflow-checked against the payload size as it grows.
+      // The element count, overflow-checked against the payload size (a shared slot's bound)
+      // as it grows.
+      const uint64_t bound = shared ? kWireMaxSharedBytes : raw_size;
       uint64_t n = 1;
       // The product of the non-zero dimensions, which must fit in int64: a tensor with a zero
       // dimension has no bytes whatever the others are, but the sizes computed from its shape
@@ -341,15 +365,14 @@ StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& l
                                       shape[d], ") overflows the element count"));
         }
         const uint64_t dim = static_cast<uint64_t>(shape[d]);
-        if (dim != 0 && n > raw_size / dim)
-          n = raw_size + 1;  // too large either way
+        if (dim != 0 && n > bound / dim)
+          n = bound + 1;  // too large either way
         else
           n *= dim;
       }
       uint64_t offset, length;
       if (!r.U64(&offset, "offset") || !r.U64(&length, "length")) return Truncated(r, "offset");
-      const uint64_t expect =
-          n > raw_size ? raw_size + 1 : n * static_cast<uint64_t>(DTypeSize(dtype));
+      const uint64_t expect = n > bound ? bound + 1 : n * static_cast<uint64_t>(DTypeSize(dtype));
       if (length != expect) {
         return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": length ", length,
                                     " does not match ", DTypeName(dtype), ShapeToString(shape)));
@@ -358,11 +381,11 @@ StatusOr<WireLayout> DecodeLayout(std::string_view header, const DecodeLimits& l
         return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": offset ", offset, " is not ",
                                     kWireAlignment, "-byte aligned"));
       }
-      if (offset > raw_size || length > raw_size - offset) {
+      if (!shared && (offset > raw_size || length > raw_size - offset)) {
         return Corrupt(absl::StrCat("element ", i, " tensor ", t, ": bytes [", offset, ", +",
                                     length, ") outside the ", raw_size, "-byte payload"));
       }
-      el.tensors.push_back({dtype, std::move(shape), offset, length});
+      el.tensors.push_back({dtype, std::move(shape), offset, length, shared});
     }
     layout.elements.push_back(std::move(el));
   }
@@ -376,6 +399,9 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
                                               std::shared_ptr<Buffer> payload,
                                               const DecodeLimits& limits) {
   SLUICE_ASSIGN_OR_RETURN(WireLayout layout, DecodeLayout(header, limits));
+  if (NamesSharedSlots(layout)) {
+    return Corrupt("a tensor in a shared slot, on a connection that has none");
+  }
   // The payload buffer: the received bytes themselves when uncompressed (no copy).
   std::shared_ptr<Buffer> buffer;
   if (layout.codec == Codec::kNone) {
@@ -406,11 +432,21 @@ StatusOr<std::vector<Element>> DecodeElements(std::string_view header,
   return elements;
 }
 
+bool NamesSharedSlots(const WireLayout& layout) {
+  for (const ElementLayout& el : layout.elements) {
+    for (const TensorLayout& t : el.tensors) {
+      if (t.shared) return true;
+    }
+  }
+  return false;
+}
+
 bool LandsInPlace(const WireLayout& layout) {
   if (layout.codec != Codec::kNone) return false;
   uint64_t end = 0;
   for (const ElementLayout& el : layout.elements) {
     for (const TensorLayout& t : el.tensors) {
+      if (t.shared) continue;
       if (t.offset < end || t.offset - end >= kWireAlignment) return false;
       end = t.offset + t.length;
     }
@@ -420,8 +456,11 @@ bool LandsInPlace(const WireLayout& layout) {
 
 StatusOr<std::vector<Element>> ReceiveElements(
     WireLayout layout, const std::function<Status(uint8_t*, size_t, bool)>& read,
-    const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place) {
-  // Where each tensor's bytes go: its slot, or a place in one buffer for the rest.
+    const std::function<std::optional<Tensor>(int, DType, const Shape&)>& place,
+    const std::function<StatusOr<Tensor>(const TensorLayout&)>& claim) {
+  // Where each tensor's bytes go: its slot, or a place in one buffer for the rest. A shared
+  // slot's tensor is claimed here, before any byte is read: nothing of the payload is read
+  // for it.
   std::vector<std::vector<std::optional<Tensor>>> placed(layout.elements.size());
   size_t rest_bytes = 0;
   std::vector<std::vector<size_t>> rest_offset(layout.elements.size());
@@ -429,6 +468,13 @@ StatusOr<std::vector<Element>> ReceiveElements(
     const ElementLayout& el = layout.elements[i];
     for (size_t t = 0; t < el.tensors.size(); ++t) {
       const TensorLayout& tl = el.tensors[t];
+      if (tl.shared) {
+        if (!claim) return Corrupt("a tensor in a shared slot, on a connection that has none");
+        SLUICE_ASSIGN_OR_RETURN(Tensor claimed, claim(tl));
+        placed[i].push_back(std::move(claimed));
+        rest_offset[i].push_back(rest_bytes);
+        continue;
+      }
       std::optional<Tensor> slot = place(static_cast<int>(t), tl.dtype, tl.shape);
       if (slot.has_value() && slot->nbytes() != tl.length) slot.reset();
       placed[i].push_back(std::move(slot));
@@ -445,6 +491,7 @@ StatusOr<std::vector<Element>> ReceiveElements(
     const ElementLayout& el = layout.elements[i];
     for (size_t t = 0; t < el.tensors.size(); ++t) {
       const TensorLayout& tl = el.tensors[t];
+      if (tl.shared) continue;
       if (tl.offset > at) SLUICE_RETURN_IF_ERROR(read(padding, tl.offset - at, false));
       const bool slot = placed[i][t].has_value();
       uint8_t* to = slot ? placed[i][t]->mutable_raw() : rest->data() + rest_offset[i][t];

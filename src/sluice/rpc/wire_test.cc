@@ -172,6 +172,101 @@ TEST(WireTest, ReceivedTensorsLandWherePlacedAndEqualTheDecodedOnes) {
   EXPECT_FALSE(LandsInPlace(*compressed_layout));
 }
 
+// Tensors in shared slots (rpc/slot_arena.h) travel as the slot's name: no payload bytes, the
+// dtype's flag and the slot's offset in the header. ReceiveElements hands each to `claim`
+// before reading, reads only the rest, and gives the claimed tensors back in their place;
+// without `claim`, and in DecodeElements, such a header is DataLoss.
+TEST(WireTest, TensorsInSharedSlotsTravelAsTheirSlotsName) {
+  std::vector<Element> elements(3);
+  std::vector<Tensor> big;  // what the worker wrote into its slots
+  for (int i = 0; i < 3; ++i) {
+    elements[i].id = {0, static_cast<uint64_t>(i)};
+    elements[i].origin = "s" + std::to_string(i);
+    big.push_back(Patterned(DType::kF32, {4, 8}, i));
+    elements[i].tensors = {big.back(), Patterned(DType::kI64, {}, 10 + i)};
+  }
+  // The big tensors are "in slots" at offsets 4096 + 128 i.
+  const SharedSlotOffset shared = [&](const Tensor& t) -> std::optional<uint64_t> {
+    for (size_t i = 0; i < big.size(); ++i) {
+      if (t.raw() == big[i].raw()) return 4096 + 128 * i;
+    }
+    return std::nullopt;
+  };
+  auto encoded = EncodeElementsInPlace(elements, shared);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  // Only the three labels are in the payload: 8 bytes each, 64-byte aligned.
+  EXPECT_EQ(encoded->raw_payload_bytes, 2 * 64 + 8u);
+  auto layout = DecodeLayout(encoded->header);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_TRUE(NamesSharedSlots(*layout));
+  EXPECT_TRUE(LandsInPlace(*layout));
+  ASSERT_TRUE(layout->elements[1].tensors[0].shared);
+  EXPECT_EQ(layout->elements[1].tensors[0].offset, 4096 + 128u);
+  EXPECT_FALSE(layout->elements[1].tensors[1].shared);
+
+  const std::string payload = encoded->FlattenPayload();
+  size_t at = 0;
+  const auto read = [&](uint8_t* to, size_t n, bool) -> Status {
+    if (n > payload.size() - at) return absl::UnavailableError("the payload ended");
+    std::memcpy(to, payload.data() + at, n);
+    at += n;
+    return absl::OkStatus();
+  };
+  const auto nowhere = [](int, DType, const Shape&) -> std::optional<Tensor> {
+    return std::nullopt;
+  };
+  std::vector<uint64_t> claimed;
+  const auto claim = [&](const TensorLayout& t) -> StatusOr<Tensor> {
+    claimed.push_back(t.offset);
+    return big[(t.offset - 4096) / 128];  // the trainer's view of the slot
+  };
+  auto got = ReceiveElements(*layout, read, nowhere, claim);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(at, payload.size());
+  EXPECT_EQ(claimed, (std::vector<uint64_t>{4096, 4224, 4352}));
+  ExpectSameElements(elements, *got);
+  EXPECT_EQ((*got)[2].tensors[0].raw(), big[2].raw()) << "a view of the slot, not a copy";
+
+  // A claim refused is the error; no claim at all, or the whole-payload decoder: DataLoss.
+  at = 0;
+  auto refused = ReceiveElements(*layout, read, nowhere, [](const TensorLayout&) -> StatusOr<Tensor> {
+    return absl::DataLossError("shared slot at byte 4096: named twice");
+  });
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("named twice"));
+  at = 0;
+  auto unclaimed = ReceiveElements(*layout, read, nowhere);
+  EXPECT_TRUE(absl::IsDataLoss(unclaimed.status()));
+  EXPECT_THAT(std::string(unclaimed.status().message()), ::testing::HasSubstr("shared slot"));
+  auto decoded = DecodeElements(encoded->header, payload);
+  EXPECT_TRUE(absl::IsDataLoss(decoded.status()));
+  EXPECT_THAT(std::string(decoded.status().message()), ::testing::HasSubstr("shared slot"));
+}
+
+// A shared slot's shape is bounded by kWireMaxSharedBytes, not by the payload, and an unknown
+// dtype under the flag is still refused.
+TEST(WireTest, SharedSlotHeadersAreCheckedLikeAnyOther) {
+  Element e;
+  Tensor t = Patterned(DType::kU8, {64}, 1);
+  e.tensors = {t};
+  auto encoded = EncodeElementsInPlace({e}, [](const Tensor&) { return uint64_t{64}; });
+  ASSERT_TRUE(encoded.ok());
+  std::string header = encoded->header;
+  // The tensor record follows the fixed fields and the element record: its dtype byte is the
+  // one with the flag set.
+  const size_t dtype_at = header.find(static_cast<char>(0x80 | static_cast<uint8_t>(DType::kU8)),
+                                      24);
+  ASSERT_NE(dtype_at, std::string::npos);
+  std::string unknown = header;
+  unknown[dtype_at] = static_cast<char>(0x80 | 0x7F);
+  EXPECT_THAT(std::string(DecodeLayout(unknown).status().message()),
+              ::testing::HasSubstr("unknown dtype"));
+  std::string huge = header;
+  const int64_t dim = int64_t{1} << 41;  // over kWireMaxSharedBytes
+  std::memcpy(&huge[dtype_at + 2], &dim, 8);
+  EXPECT_THAT(std::string(DecodeLayout(huge).status().message()),
+              ::testing::HasSubstr("does not match"));
+}
+
 class WireCodecTest : public testing::TestWithParam<Codec> {};
 
 TEST_P(WireCodecTest, CompressedRoundTrip) {

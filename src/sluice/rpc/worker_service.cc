@@ -275,6 +275,33 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
 
 void WorkerSession::TouchLocked() { last_heard_ns_ = std::max(last_heard_ns_, shared_->Now()); }
 
+size_t WorkerSession::WireEstimate(const Element& element) const {
+  size_t n = WireBytesUpperBound(element);
+  std::shared_ptr<SlotArenaWriter> writer;
+  {
+    std::lock_guard<std::mutex> lock(slot_writer_mu_);
+    writer = slot_writer_;
+  }
+  if (writer == nullptr) return n;
+  // A tensor in a shared slot crosses as its name: its bytes are neither sent nor buffered.
+  for (const Tensor& t : element.tensors) {
+    if (writer->OffsetOf(t).has_value()) n -= std::min(n, t.nbytes());
+  }
+  return n;
+}
+
+bool WorkerSession::AttachSharedSlots(std::shared_ptr<SlotArenaWriter> writer) {
+  if (shared_slots_ == nullptr || writer == nullptr) return false;
+  const SlotArenaLayout& layout = writer->layout();
+  if (layout.slots != static_cast<uint64_t>(shared_slots_->batch_size()) ||
+      layout.region_bytes() != shared_slots_->buffer_bytes()) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(slot_writer_mu_);
+  slot_writer_ = std::move(writer);
+  return true;
+}
+
 void WorkerSession::Heartbeat() {
   std::lock_guard<std::mutex> lock(mu_);
   TouchLocked();
@@ -530,7 +557,7 @@ void WorkerSession::RunOne() {
       split.skipped.push_back({id, std::string(status.message()), ErrorKind::kData});
       if (batch_) ResolveBatchLocked(item.split_id, split, item.position, std::nullopt, &jobs);
     } else {
-      const size_t estimate = WireBytesUpperBound(item.element);
+      const size_t estimate = WireEstimate(item.element);
       max_estimate_ = std::max(max_estimate_, estimate);
       pending_bytes_ += estimate;
       NotePeakLocked();
@@ -643,16 +670,25 @@ void WorkerSession::Flush(FlushJob job) {
     size_t end = begin;
     size_t estimate = 0;
     do {
-      estimate += WireBytesUpperBound(job.elements[end]);
+      estimate += WireEstimate(job.elements[end]);
       ++end;
-    } while (end < job.elements.size() && estimate + WireBytesUpperBound(job.elements[end]) <=
+    } while (end < job.elements.size() && estimate + WireEstimate(job.elements[end]) <=
                                               std::min(limit, chunk_target() * 2));
     std::vector<Element> group(std::make_move_iterator(job.elements.begin() + begin),
                                std::make_move_iterator(job.elements.begin() + end));
     // Uncompressed chunks leave the tensor bytes where they are; the gRPC server sends them
     // from there.
-    auto encoded =
-        codec_ == Codec::kNone ? EncodeElementsInPlace(group) : EncodeElements(group, codec_);
+    std::shared_ptr<SlotArenaWriter> writer;
+    {
+      std::lock_guard<std::mutex> lock(slot_writer_mu_);
+      writer = slot_writer_;
+    }
+    // A tensor the last op wrote into a shared slot goes as the slot's name.
+    const SharedSlotOffset shared =
+        writer == nullptr ? SharedSlotOffset()
+                          : [&writer](const Tensor& t) { return writer->OffsetOf(t); };
+    auto encoded = codec_ == Codec::kNone ? EncodeElementsInPlace(group, shared)
+                                          : EncodeElements(group, codec_);
     if (!encoded.ok()) {
       status = encoded.status();
       break;
@@ -1152,6 +1188,34 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
       std::max<int64_t>(1000000, static_cast<int64_t>(options_.metrics_interval_s * 1e9));
   s.next_metrics_ns_ = NowNanos() + s.metrics_interval_ns_;
   s.stages_ = pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
+  // Shared slots (rpc/slot_arena.h) can be attached where the trainer only batches what it
+  // receives: the largest field of the output, whose shape is fully known, gets slots whose
+  // buffers come from the trainer's regions once they are attached (before: from nowhere,
+  // so the op writes a tensor of its own, as without slots).
+  if (!s.batch_ && end_op == num_ops && end_op > first_op && s.spec_.batch.size > 0 &&
+      s.codec_ == Codec::kNone && s.stages_.back().context.batch_slots.empty()) {
+    // The fields the trainer's batcher takes slots for (the same rule), the largest of them.
+    int key = -1;
+    size_t most = 0;
+    for (const auto& [f, slots] :
+         pipeline::BatchSlotsFor(s.built_.output_schema, s.spec_.batch.size)) {
+      if (slots->buffer_bytes() > most) {
+        most = slots->buffer_bytes();
+        key = f;
+      }
+    }
+    if (key >= 0) {
+      const FieldSpec& field = s.built_.output_schema.field(key);
+      WorkerSession* self = &s;  // the stages, and so this source, are the session's
+      s.shared_slots_ = std::make_shared<BatchSlots>(
+          field.dtype, field.shape, s.spec_.batch.size,
+          [self]() -> std::shared_ptr<Buffer> {
+            std::lock_guard<std::mutex> lock(self->slot_writer_mu_);
+            return self->slot_writer_ != nullptr ? self->slot_writer_->TakeRegion() : nullptr;
+          });
+      s.stages_.back().context.batch_slots[key] = s.shared_slots_;
+    }
+  }
 
   std::string opened;
   {

@@ -258,6 +258,12 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // On a slow link the crossing time already bounds the per-chunk costs (at most 50 chunks a
   // second); a sample larger than the floor is still one chunk.
   static constexpr size_t kMinChunkBytes = kBulkRingMinBytes;
+  // The trainer handed over shared slots with its local bulk connection (rpc/slot_arena.h):
+  // from now on the last op writes the samples' largest tensor into their regions, and the
+  // chunks name those slots instead of carrying the bytes. Only where the session runs to
+  // the pipeline's end without batching or compression, and the slots are of its largest
+  // field's size and a batch a region; returns whether they are used.
+  bool AttachSharedSlots(std::shared_ptr<SlotArenaWriter> writer);
   // The trainer is alive and has nothing to send: renews the lease (as every call above does).
   void Heartbeat();
   // Called (once, from the service's lease thread) when the lease expired and the transport
@@ -360,6 +366,12 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // then it no longer counts as running.
   void EndTaskLocked(int64_t cpu_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Process(Element& element) const;
+  // What `element` adds to a chunk on the wire at most (WireBytesUpperBound), less its
+  // tensors in shared slots: the flushes, the window and the buffered bytes count what is
+  // sent, so a chunk of named slots is as many samples as its bytes allow (counting the
+  // slots' bytes had made every sample a chunk of its own once the send-time sizing shrank
+  // the chunks to the few bytes each carries).
+  size_t WireEstimate(const Element& element) const;
   // Per sample: flushes the split's finished samples as a chunk when it is time to.
   void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -409,6 +421,11 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   size_t chunk_bytes_ = 0;  // the largest chunk: options, message limit and window
   int64_t metrics_interval_ns_ = 0;
   std::atomic<size_t> chunk_target_{0};  // chunk_bytes_ until NoteChunkSent says otherwise
+  // The last op's slots for the largest field, whose buffers are regions of the trainer's
+  // shared slots once attached (null where the session cannot use them; set at Open).
+  std::shared_ptr<BatchSlots> shared_slots_;
+  mutable std::mutex slot_writer_mu_;
+  std::shared_ptr<SlotArenaWriter> slot_writer_ ABSL_GUARDED_BY(slot_writer_mu_);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

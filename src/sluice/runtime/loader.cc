@@ -421,8 +421,9 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const pipeline::PipelineSpec& s
   ProgressTracker* progress = &d.progress;  // already in the merge: only the tracker
   segment.on_skip = [progress](const Element& e, const Status&) { progress->Mark(e.id); };
   segment.shuffle_and_batch = !d.after_batch;  // after the batch cut, batches arrive made
-  // Two producers fill slot buffers at once: the local prefix and the received samples.
-  if (output_slots) segment.slot_streams = 2;
+  // Producers that fill slot buffers at once: the local prefix, the received samples landed
+  // in slots, and each local worker writing into shared slots of its own (rpc/slot_arena.h).
+  if (output_slots) segment.slot_streams = 2 + static_cast<int>(num_workers);
   SLUICE_ASSIGN_OR_RETURN(it, pipeline::AssembleSegment(spec, std::move(it), std::move(segment)));
   d.root = std::move(it);
 

@@ -142,6 +142,9 @@ struct WorkerReport {
   // last had a stream.
   bool bulk = false;
   bool shared_memory = false;      // that channel is a shared-memory ring (a local worker)
+  // Samples' tensors it wrote straight into shared slots (rpc/slot_arena.h), over every
+  // connection.
+  int64_t shared_slots = 0;
   int64_t hangs = 0;               // streams cut because the worker was hung (runtime/liveness.h)
   double last_hang_silence_s = 0;  // the silence that declared the last hang
   std::string last_error;

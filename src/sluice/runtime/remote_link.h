@@ -80,6 +80,7 @@ class RemoteLink {
     r.draining = draining_;
     r.bulk = stream_ != nullptr ? stream_->bulk() : last_bulk_;
     r.shared_memory = stream_ != nullptr ? stream_->bulk_shared_memory() : last_shared_memory_;
+    r.shared_slots = past_shared_slots_ + (stream_ ? stream_->shared_slots_received() : 0);
     r.hangs = hangs_;
     r.last_hang_silence_s = last_hang_silence_s_;
     r.last_error = last_error_;
@@ -178,6 +179,7 @@ class RemoteLink {
         past_decode_cpu_ns_ += stream->decode_cpu_ns();
         last_bulk_ = stream->bulk();
         last_shared_memory_ = stream->bulk_shared_memory();
+        past_shared_slots_ += stream->shared_slots_received();
         stream_.reset();
         connected_ = false;
         draining_ = false;
@@ -401,6 +403,7 @@ class RemoteLink {
   int64_t past_decode_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool last_bulk_ ABSL_GUARDED_BY(mu_) = false;  // the last stream's RemoteStream::bulk()
   bool last_shared_memory_ ABSL_GUARDED_BY(mu_) = false;  // and bulk_shared_memory()
+  int64_t past_shared_slots_ ABSL_GUARDED_BY(mu_) = 0;     // of the streams that ended
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
