@@ -224,7 +224,14 @@ std::optional<uint64_t> SlotArenaWriter::OffsetOf(const Tensor& t) const {
   if (t.buffer() == nullptr || t.nbytes() != layout_.slot_bytes) return std::nullopt;
   const uint8_t* p = t.raw();
   if (p < base_ + layout_.header_bytes() || p >= base_ + layout_.total_bytes()) return std::nullopt;
-  return static_cast<uint64_t>(p - base_);
+  const uint64_t offset = static_cast<uint64_t>(p - base_);
+  // Only a whole slot is named (anything else would be refused by the trainer): a tensor
+  // elsewhere in the arena goes as bytes.
+  const uint64_t in_region = (offset - layout_.header_bytes()) % layout_.region_stride();
+  if (in_region % layout_.slot_bytes != 0 || in_region >= layout_.region_bytes()) {
+    return std::nullopt;
+  }
+  return offset;
 }
 
 }  // namespace sluice::rpc

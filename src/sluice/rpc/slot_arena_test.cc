@@ -202,8 +202,8 @@ TEST(SlotArenaWriterTest, MapsOnlyASealedMemfdOfTheAnnouncedSize) {
   close(unsealed);
 }
 
-// A tensor that is not a whole slot of a region (the flags' page, another buffer, a slot-sized
-// piece off a slot's start still counts only by its bytes' place) has no offset.
+// A tensor that is not a whole slot of a region (another buffer, a piece of a slot, a
+// slot-sized piece off a slot's start) has no offset: it goes as bytes.
 TEST(SlotArenaWriterTest, OnlyTensorsInRegionsHaveAnOffset) {
   Ends e = MakeEnds();
   ASSERT_NE(e.worker, nullptr);
@@ -213,6 +213,9 @@ TEST(SlotArenaWriterTest, OnlyTensorsInRegionsHaveAnOffset) {
   auto small = Tensor::View(DType::kF32, {8}, region, 0);
   ASSERT_TRUE(small.ok());
   EXPECT_FALSE(e.worker->OffsetOf(*small).has_value()) << "not a slot's size";
+  auto off_slot = Tensor::View(DType::kF32, kSlotShape, region, 64);
+  ASSERT_TRUE(off_slot.ok());
+  EXPECT_FALSE(e.worker->OffsetOf(*off_slot).has_value()) << "not on a slot's start";
   const Tensor slot = WriteSlot(region, 2, 0);
   EXPECT_EQ(e.worker->OffsetOf(slot), SmallLayout().region_offset(0) + 2 * 256);
 }
