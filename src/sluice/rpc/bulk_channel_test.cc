@@ -473,6 +473,89 @@ TEST(BulkChannelTest, ALocalHelloWithoutASealedRingOfItsSizeIsRefused) {
   EXPECT_TRUE(worker->shared_memory());
 }
 
+// Shared slots come with the ring's hello (rpc/slot_arena.h): a worker maps them when they
+// are a sealed memfd of the layout's size and within bounds, and keeps the ring without them
+// otherwise (the ring then carries every byte); a worker started without shared slots never
+// maps them. SlotsWithin gives them before the connection is taken.
+TEST(BulkChannelTest, SharedSlotsComeWithTheRingOrAreLeftOut) {
+  SlotArenaLayout layout;
+  layout.regions = 2;
+  layout.slots = 4;
+  layout.slot_bytes = 256;
+  // A raw hello with the slots' layout and the two descriptors.
+  const auto hello_with_slots = [](const std::string& key, const SlotArenaLayout& l) {
+    std::string h(kBulkRingSlotsMagic);
+    h += key;
+    const uint64_t ring = kBulkRingMinBytes;
+    h.append(reinterpret_cast<const char*>(&ring), sizeof ring);
+    h.append(reinterpret_cast<const char*>(&l.regions), 4);
+    h.append(reinterpret_cast<const char*>(&l.slots), 4);
+    h.append(reinterpret_cast<const char*>(&l.slot_bytes), 8);
+    return h;
+  };
+  const auto send = [&](const std::string& name, const std::string& hello, int slots_fd) {
+    const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a),
+                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+              0);
+    const int ring = Memfd(kBulkRingMinBytes, true);
+    EXPECT_EQ(SendWithDescriptors(s, hello, {ring, slots_fd}), static_cast<ssize_t>(hello.size()));
+    close(ring);
+    close(slots_fd);
+    return s;
+  };
+  auto l = ListenWithRing();
+  ASSERT_NE(l, nullptr);
+  struct Case {
+    const char* what;
+    SlotArenaLayout announced;
+    size_t size;
+    bool sealed;
+    bool mapped;
+  };
+  SlotArenaLayout too_many = layout;
+  too_many.regions = kSlotArenaMaxRegions + 1;
+  for (const Case& c : {Case{"right", layout, layout.total_bytes(), true, true},
+                        Case{"not sealed", layout, layout.total_bytes(), false, false},
+                        Case{"smaller than announced", layout, layout.total_bytes() / 2, true, false},
+                        Case{"too many regions", too_many, too_many.total_bytes(), true, false}}) {
+    const std::string key = l->Expect();
+    const int s = send(l->local_name(), hello_with_slots(key, c.announced), Memfd(c.size, c.sealed));
+    std::shared_ptr<SlotArenaWriter> slots = l->SlotsWithin(key, 10);
+    auto conn = l->TakeWithin(key, 10);
+    ASSERT_NE(conn, nullptr) << c.what << ": the ring is kept either way";
+    EXPECT_TRUE(conn->shared_memory()) << c.what;
+    EXPECT_EQ(slots != nullptr, c.mapped) << c.what;
+    EXPECT_EQ(conn->slot_writer() != nullptr, c.mapped) << c.what;
+    close(s);
+  }
+  // A worker started without shared slots keeps the ring and leaves the slots out.
+  auto off = BulkListener::Start("127.0.0.1", 0, /*shared_memory=*/true, /*shared_slots=*/false);
+  ASSERT_TRUE(off.ok()) << off.status();
+  const std::string key = (*off)->Expect();
+  const int s = send((*off)->local_name(), hello_with_slots(key, layout),
+                     Memfd(layout.total_bytes(), true));
+  auto conn = (*off)->TakeWithin(key, 10);
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ(conn->slot_writer(), nullptr);
+  close(s);
+  // And the trainer's side: ConnectBulkLocal with an arena hands it over and keeps it.
+  auto arena = SlotArena::Create(layout);
+  ASSERT_TRUE(arena.ok()) << arena.status();
+  const std::string k2 = l->Expect();
+  auto trainer = ConnectBulkLocal(l->local_name(), k2, kBulkRingMinBytes, *arena);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ((*trainer)->slot_arena(), *arena);
+  EXPECT_EQ((*arena)->fd(), -1) << "the trainer's descriptor is closed once handed over";
+  auto worker = l->TakeWithin(k2, 10);
+  ASSERT_NE(worker, nullptr);
+  ASSERT_NE(worker->slot_writer(), nullptr);
+  EXPECT_EQ(worker->slot_writer()->layout().total_bytes(), layout.total_bytes());
+}
+
 // The trainer's end sees a worker that goes away as a closed channel with the count; a
 // worker counting more into the ring than it holds is bad data, not a read past the ring;
 // Shutdown releases a read that waits; the worker's end sees a trainer that went away.
