@@ -12,10 +12,13 @@ BatchSlots::BatchSlots(DType dtype, Shape shape, int64_t batch_size, Source sour
       shape_(std::move(shape)),
       batch_size_(batch_size),
       slot_bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype)),
-      source_(std::move(source)) {}
+      source_(std::move(source)),
+      active_(!source_) {}
 
 Tensor BatchSlots::Take(DType dtype, const Shape& shape) {
-  if (dtype != dtype_ || shape != shape_ || slot_bytes_ == 0) return Tensor::Empty(dtype, shape);
+  if (dtype != dtype_ || shape != shape_ || slot_bytes_ == 0 || !active()) {
+    return Tensor::Empty(dtype, shape);
+  }
   std::shared_ptr<Buffer> buffer;
   size_t offset = 0;
   {
@@ -35,6 +38,18 @@ Tensor BatchSlots::Take(DType dtype, const Shape& shape) {
   }
   // Fits by construction: the buffer holds batch_size_ slots and offset is one of them.
   return *Tensor::View(dtype, shape, std::move(buffer), offset);
+}
+
+int LargestSlotsField(const std::map<int, std::shared_ptr<BatchSlots>>& slots) {
+  int key = -1;
+  size_t most = 0;
+  for (const auto& [field, s] : slots) {
+    if (s->buffer_bytes() > most) {
+      most = s->buffer_bytes();
+      key = field;
+    }
+  }
+  return key;
 }
 
 }  // namespace sluice

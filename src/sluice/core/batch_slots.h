@@ -17,8 +17,10 @@
 #ifndef SLUICE_CORE_BATCH_SLOTS_H_
 #define SLUICE_CORE_BATCH_SLOTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -35,8 +37,13 @@ class BatchSlots {
   // Where a batch's buffer comes from instead of Buffer::Allocate: one of buffer_bytes()
   // (the slots a worker writes for its trainer's batches, rpc/slot_arena.h), or nullptr when
   // there is none now, and then the sample gets a tensor of its own.
+  // Slots with a source start inactive (Take gives every sample a tensor of its own, and
+  // OpContext::HasBatchSlots says there are none) until Activate: the source has buffers
+  // to give from then on.
   using Source = std::function<std::shared_ptr<Buffer>()>;
   BatchSlots(DType dtype, Shape shape, int64_t batch_size, Source source);
+  void Activate() { active_.store(true, std::memory_order_release); }
+  bool active() const { return active_.load(std::memory_order_acquire); }
 
   // A tensor of `dtype` and `shape`, uninitialised: the next slot when they are this
   // field's, else a fresh tensor (Tensor::Empty).
@@ -54,10 +61,15 @@ class BatchSlots {
   const int64_t batch_size_;
   const size_t slot_bytes_;
   const Source source_;  // empty: Buffer::Allocate
+  std::atomic<bool> active_;
   std::mutex mu_;
   std::shared_ptr<Buffer> buffer_ ABSL_GUARDED_BY(mu_);  // the buffer being filled
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;                // its next free slot
 };
+
+// The field of `slots` whose batch buffers are the largest (the one worth sharing); -1 when
+// there is none.
+int LargestSlotsField(const std::map<int, std::shared_ptr<BatchSlots>>& slots);
 
 }  // namespace sluice
 

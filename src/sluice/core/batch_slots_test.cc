@@ -79,5 +79,42 @@ TEST(BatchSlotsTest, ThreadsTakingAtOnceGetEverySlotOnce) {
   EXPECT_EQ(buffers.size(), static_cast<size_t>((kThreads * kPerThread + kBatch - 1) / kBatch));
 }
 
+// Slots whose buffers come from a source (a worker's shared slots, rpc/slot_arena.h) give
+// nothing until activated, then the source's buffers a batch at a time; a source with none
+// to give, or one too small, leaves the sample a tensor of its own.
+TEST(BatchSlotsTest, SlotsFromASourceStartInactiveAndFallBackWhenItHasNone) {
+  std::vector<std::shared_ptr<Buffer>> given;
+  size_t size = 2 * 8;  // two slots of two floats
+  int calls = 0;
+  BatchSlots slots(DType::kF32, {2}, 2, [&]() -> std::shared_ptr<Buffer> {
+    ++calls;
+    if (size == 0) return nullptr;
+    given.push_back(Buffer::Allocate(size));
+    return given.back();
+  });
+  EXPECT_FALSE(slots.active());
+  Tensor before = slots.Take(DType::kF32, {2});
+  EXPECT_EQ(calls, 0) << "inactive: the source is not asked";
+  slots.Activate();
+  Tensor a = slots.Take(DType::kF32, {2});
+  Tensor b = slots.Take(DType::kF32, {2});
+  ASSERT_EQ(given.size(), 1u);
+  EXPECT_EQ(a.buffer(), given[0]);
+  EXPECT_EQ(b.buffer(), given[0]);
+  EXPECT_EQ(b.offset(), a.offset() + 8);
+  EXPECT_NE(before.buffer(), given[0]);
+  size = 0;  // the source has none now
+  Tensor c = slots.Take(DType::kF32, {2});
+  EXPECT_NE(c.buffer(), nullptr);
+  EXPECT_EQ(given.size(), 1u);
+  size = 8;  // too small for a batch
+  Tensor d = slots.Take(DType::kF32, {2});
+  EXPECT_EQ(given.size(), 2u);
+  EXPECT_NE(d.buffer(), given[1]);
+  size = 16;  // asked again for the next sample
+  Tensor e = slots.Take(DType::kF32, {2});
+  EXPECT_EQ(e.buffer(), given.back());
+}
+
 }  // namespace
 }  // namespace sluice

@@ -121,8 +121,12 @@ struct OpContext {
     return it == batch_slots.end() ? Tensor::Empty(dtype, std::move(shape))
                                    : it->second->Take(dtype, shape);
   }
-  // Whether NewOutput hands out batch slots for `field`.
-  bool HasBatchSlots(int field) const { return batch_slots.count(field) > 0; }
+  // Whether NewOutput hands out batch slots for `field` now (a worker's shared slots only
+  // once the trainer's are attached, BatchSlots::active).
+  bool HasBatchSlots(int field) const {
+    auto it = batch_slots.find(field);
+    return it != batch_slots.end() && it->second->active();
+  }
 };
 
 // How an op relates to image size, for decoders that can decode at reduced resolution.

@@ -344,11 +344,10 @@ class GrpcRemoteStream final : public RemoteStream {
   // alignment (the arena's layout needs it), or the arena cannot be made (the ring then
   // carries every byte).
   std::shared_ptr<SlotArena> NewSlotArena() const {
-    const BatchSlots* key = nullptr;
-    for (const auto& [field, slots] : land_slots_) {
-      if (key == nullptr || slots->buffer_bytes() > key->buffer_bytes()) key = slots.get();
-    }
-    if (key == nullptr || key->batch_size() < 1) return nullptr;
+    const int field = LargestSlotsField(land_slots_);
+    if (field < 0) return nullptr;
+    const BatchSlots* key = land_slots_.at(field).get();
+    if (key->batch_size() < 1) return nullptr;
     SlotArenaLayout layout;
     layout.regions = kSlotArenaRegions;
     layout.slots = static_cast<uint32_t>(key->batch_size());

@@ -275,13 +275,14 @@ Status WorkerSession::AddSplit(uint64_t split_id, std::vector<Element> elements)
 
 void WorkerSession::TouchLocked() { last_heard_ns_ = std::max(last_heard_ns_, shared_->Now()); }
 
+std::shared_ptr<SlotArenaWriter> WorkerSession::SlotWriter() const {
+  std::lock_guard<std::mutex> lock(slot_writer_mu_);
+  return slot_writer_;
+}
+
 size_t WorkerSession::WireEstimate(const Element& element) const {
   size_t n = WireBytesUpperBound(element);
-  std::shared_ptr<SlotArenaWriter> writer;
-  {
-    std::lock_guard<std::mutex> lock(slot_writer_mu_);
-    writer = slot_writer_;
-  }
+  const std::shared_ptr<SlotArenaWriter> writer = SlotWriter();
   if (writer == nullptr) return n;
   // A tensor in a shared slot crosses as its name: its bytes are neither sent nor buffered.
   for (const Tensor& t : element.tensors) {
@@ -297,8 +298,11 @@ bool WorkerSession::AttachSharedSlots(std::shared_ptr<SlotArenaWriter> writer) {
       layout.region_bytes() != shared_slots_->buffer_bytes()) {
     return false;
   }
-  std::lock_guard<std::mutex> lock(slot_writer_mu_);
-  slot_writer_ = std::move(writer);
+  {
+    std::lock_guard<std::mutex> lock(slot_writer_mu_);
+    slot_writer_ = std::move(writer);
+  }
+  shared_slots_->Activate();
   return true;
 }
 
@@ -678,11 +682,7 @@ void WorkerSession::Flush(FlushJob job) {
                                std::make_move_iterator(job.elements.begin() + end));
     // Uncompressed chunks leave the tensor bytes where they are; the gRPC server sends them
     // from there.
-    std::shared_ptr<SlotArenaWriter> writer;
-    {
-      std::lock_guard<std::mutex> lock(slot_writer_mu_);
-      writer = slot_writer_;
-    }
+    const std::shared_ptr<SlotArenaWriter> writer = SlotWriter();
     // A tensor the last op wrote into a shared slot goes as the slot's name.
     const SharedSlotOffset shared =
         writer == nullptr ? SharedSlotOffset()
@@ -1190,28 +1190,21 @@ StatusOr<std::shared_ptr<WorkerSession>> WorkerService::OpenSession(const OpenRe
   s.stages_ = pipeline::MakeStages(s.built_, s.stats_.get(), first_op, end_op);
   // Shared slots (rpc/slot_arena.h) can be attached where the trainer only batches what it
   // receives: the largest field of the output, whose shape is fully known, gets slots whose
-  // buffers come from the trainer's regions once they are attached (before: from nowhere,
-  // so the op writes a tensor of its own, as without slots).
+  // buffers come from the trainer's regions, active once they are attached (before, and in a
+  // session that never gets any, the op writes as without slots).
   if (!s.batch_ && end_op == num_ops && end_op > first_op && s.spec_.batch.size > 0 &&
       s.codec_ == Codec::kNone && s.stages_.back().context.batch_slots.empty()) {
     // The fields the trainer's batcher takes slots for (the same rule), the largest of them.
-    int key = -1;
-    size_t most = 0;
-    for (const auto& [f, slots] :
-         pipeline::BatchSlotsFor(s.built_.output_schema, s.spec_.batch.size)) {
-      if (slots->buffer_bytes() > most) {
-        most = slots->buffer_bytes();
-        key = f;
-      }
-    }
+    const int key =
+        LargestSlotsField(pipeline::BatchSlotsFor(s.built_.output_schema, s.spec_.batch.size));
     if (key >= 0) {
       const FieldSpec& field = s.built_.output_schema.field(key);
       WorkerSession* self = &s;  // the stages, and so this source, are the session's
       s.shared_slots_ = std::make_shared<BatchSlots>(
           field.dtype, field.shape, s.spec_.batch.size,
           [self]() -> std::shared_ptr<Buffer> {
-            std::lock_guard<std::mutex> lock(self->slot_writer_mu_);
-            return self->slot_writer_ != nullptr ? self->slot_writer_->TakeRegion() : nullptr;
+            const std::shared_ptr<SlotArenaWriter> writer = self->SlotWriter();
+            return writer != nullptr ? writer->TakeRegion() : nullptr;
           });
       s.stages_.back().context.batch_slots[key] = s.shared_slots_;
     }

@@ -372,6 +372,8 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // slots' bytes had made every sample a chunk of its own once the send-time sizing shrank
   // the chunks to the few bytes each carries).
   size_t WireEstimate(const Element& element) const;
+  // The shared slots attached (null: none).
+  std::shared_ptr<SlotArenaWriter> SlotWriter() const;
   // Per sample: flushes the split's finished samples as a chunk when it is time to.
   void CollectFlushesLocked(uint64_t split_id, SplitState& split, std::vector<FlushJob>* jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
