@@ -32,6 +32,31 @@ def test_batches_equal_the_cli_run_for_the_same_seed(sluice, binary, small_spec,
     assert sorted(got) == expected
 
 
+def test_a_worker_on_this_machine_writes_into_the_batches(sluice, small_spec, worker):
+    """At the pipeline's end a worker on this machine writes the images straight into the
+    loader's batches (shared slots, docs/offload.md): the samples are all-local's, bit for bit,
+    and the arrays stay readable after the loader closed and the worker is gone."""
+    def digests(loader):
+        loader._keep_last_batch = True
+        got, kept = [], []
+        for batch in loader:
+            got += digests_of(loader._debug_last_batch().digests())
+            kept.append(batch["image"])
+        return sorted(got), kept
+
+    expected, _ = digests(sluice.Loader(small_spec))
+    loader = sluice.Loader(small_spec, workers=[worker.address], policy="fixed:cut=5,ratio=1.0",
+                           split_size=4)
+    got, kept = digests(loader)
+    assert got == expected
+    (w,) = loader.report()["workers"]
+    assert w["shared_memory"] and w["shared_slots"] > 0, w
+    copy = [k.copy() for k in kept]
+    loader.close()
+    worker.stop()
+    assert all(np.array_equal(k, c) for k, c in zip(kept, copy))
+
+
 def test_numpy_arrays_share_the_cpp_buffers(sluice, small_spec):
     loader = sluice.Loader(small_spec, sample_ids=True)
     loader._keep_last_batch = True

@@ -603,6 +603,9 @@ class PyLoader {
       wd["bytes_received"] = w.bytes_received;
       wd["cpu_share"] = w.cpu_share;
       wd["connected"] = w.connected;
+      wd["bulk"] = w.bulk;
+      wd["shared_memory"] = w.shared_memory;
+      wd["shared_slots"] = w.shared_slots;
       wd["connects"] = w.connects;
       wd["failures"] = w.failures;
       wd["hangs"] = w.hangs;
