@@ -91,7 +91,11 @@ StatusOr<std::shared_ptr<SlotArena>> SlotArena::Create(const SlotArenaLayout& la
 }
 
 SlotArena::SlotArena(const SlotArenaLayout& layout, int fd, std::shared_ptr<Mapping> mapping)
-    : layout_(layout), fd_(fd), mapping_(std::move(mapping)), regions_(layout.regions) {}
+    : layout_(layout),
+      fd_(fd),
+      owner_pid_(getpid()),
+      mapping_(std::move(mapping)),
+      regions_(layout.regions) {}
 
 SlotArena::~SlotArena() { CloseFd(); }
 
@@ -161,6 +165,9 @@ StatusOr<Tensor> SlotArena::Claim(uint64_t offset, DType dtype, const Shape& sha
 }
 
 void SlotArena::GiveBack(uint32_t r) {
+  // A forked child that drops views it inherited must not hand the parent's regions back: the
+  // parent may still be reading them.
+  if (getpid() != owner_pid_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || regions_[r].state != State::kReturning) return;
   regions_[r].state = State::kWorker;

@@ -28,6 +28,8 @@
 #ifndef SLUICE_RPC_SLOT_ARENA_H_
 #define SLUICE_RPC_SLOT_ARENA_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -107,6 +109,7 @@ class SlotArena {
 
   const SlotArenaLayout layout_;
   int fd_ = -1;
+  const pid_t owner_pid_;  // the process that made it: only it gives regions back
   std::shared_ptr<Mapping> mapping_;
   std::weak_ptr<SlotArena> self_;
   std::mutex mu_;

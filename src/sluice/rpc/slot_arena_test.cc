@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -158,6 +159,38 @@ TEST(SlotArenaTest, ARegionNotGivenBackCannotBeNamedAgain) {
               HasSubstr("is not the worker's"));
   views.clear();
   EXPECT_TRUE(e.trainer->Claim(first, DType::kF32, kSlotShape).ok()) << "a new round";
+}
+
+// A forked child (a Python DataLoader's worker process, say) that drops the views it
+// inherited gives no region back: the parent still reads them.
+TEST(SlotArenaTest, AForkedChildDroppingViewsGivesNothingBack) {
+  Ends e = MakeEnds();
+  ASSERT_NE(e.worker, nullptr);
+  std::shared_ptr<Buffer> region = e.worker->TakeRegion();  // region 0, filled and named
+  std::shared_ptr<Buffer> other = e.worker->TakeRegion();   // region 1, the worker's
+  ASSERT_NE(region, nullptr);
+  ASSERT_NE(other, nullptr);
+  std::vector<Tensor> views;
+  for (int s = 0; s < 4; ++s) {
+    auto v = e.trainer->Claim(*e.worker->OffsetOf(WriteSlot(region, s, 1.0f)), DType::kF32,
+                              kSlotShape);
+    ASSERT_TRUE(v.ok());
+    views.push_back(*std::move(v));
+  }
+  region.reset();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    views.clear();
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(e.worker->TakeRegion(), nullptr) << "region 0 was given back by the child";
+  views.clear();
+  EXPECT_EQ(e.trainer->regions_returned(), 1);
+  EXPECT_NE(e.worker->TakeRegion(), nullptr);
 }
 
 // After the session ends no region goes back, and the views stay readable (the mapping lives
