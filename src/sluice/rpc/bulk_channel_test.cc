@@ -400,8 +400,8 @@ TEST(BulkChannelTest, APayloadReadInPartsCountsItsRoomBackOnce) {
   sender.join();
 }
 
-// A raw local connection that sends `hello` with `fd` attached (none when -1).
-int SendLocalHello(const std::string& name, const std::string& hello, int fd) {
+// A raw local connection that sends `hello` with `fds` attached.
+int SendLocalHello(const std::string& name, const std::string& hello, const std::vector<int>& fds) {
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -409,8 +409,7 @@ int SendLocalHello(const std::string& name, const std::string& hello, int fd) {
   EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a),
                     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
             0);
-  EXPECT_EQ(SendWithDescriptors(s, hello, fd >= 0 ? std::vector<int>{fd} : std::vector<int>{}),
-            static_cast<ssize_t>(hello.size()));
+  EXPECT_EQ(SendWithDescriptors(s, hello, fds), static_cast<ssize_t>(hello.size()));
   return s;
 }
 
@@ -444,7 +443,8 @@ TEST(BulkChannelTest, ALocalHelloWithoutASealedRingOfItsSizeIsRefused) {
   std::vector<int> open_fds;
   int64_t refused = 0;
   const auto refuse = [&](const std::string& hello, int fd, const char* what) {
-    open_fds.push_back(SendLocalHello(l->local_name(), hello, fd));
+    open_fds.push_back(
+        SendLocalHello(l->local_name(), hello, fd >= 0 ? std::vector<int>{fd} : std::vector<int>{}));
     if (fd >= 0) close(fd);
     EXPECT_TRUE(RefusedReaches(*l, ++refused)) << what;
     EXPECT_EQ(l->Take(key), nullptr) << what;
@@ -494,15 +494,8 @@ TEST(BulkChannelTest, SharedSlotsComeWithTheRingOrAreLeftOut) {
     return h;
   };
   const auto send = [&](const std::string& name, const std::string& hello, int slots_fd) {
-    const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path + 1, name.data(), name.size());
-    EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a),
-                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
-              0);
     const int ring = Memfd(kBulkRingMinBytes, true);
-    EXPECT_EQ(SendWithDescriptors(s, hello, {ring, slots_fd}), static_cast<ssize_t>(hello.size()));
+    const int s = SendLocalHello(name, hello, {ring, slots_fd});
     close(ring);
     close(slots_fd);
     return s;

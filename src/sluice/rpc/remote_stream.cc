@@ -453,12 +453,11 @@ class GrpcRemoteStream final : public RemoteStream {
           }
           return it->second->Take(dtype, shape);
         },
-        [arena](const TensorLayout& t) -> StatusOr<Tensor> {
-          if (arena == nullptr) {
-            return absl::DataLossError("a tensor in a shared slot, on a connection that has none");
-          }
-          return arena->Claim(t.offset, t.dtype, t.shape);
-        });
+        // Without shared slots, a chunk that names one is refused by ReceiveElements.
+        arena == nullptr ? std::function<StatusOr<Tensor>(const TensorLayout&)>()
+                         : [arena](const TensorLayout& t) {
+                             return arena->Claim(t.offset, t.dtype, t.shape);
+                           });
     if (!got.ok()) {
       return StatusOr<std::vector<Element>>(absl::UnavailableError(
           absl::StrCat("worker ", info_.address, ": ", got.status().message())));

@@ -280,9 +280,8 @@ std::shared_ptr<SlotArenaWriter> WorkerSession::SlotWriter() const {
   return slot_writer_;
 }
 
-size_t WorkerSession::WireEstimate(const Element& element) const {
+size_t WorkerSession::WireEstimate(const Element& element, const SlotArenaWriter* writer) {
   size_t n = WireBytesUpperBound(element);
-  const std::shared_ptr<SlotArenaWriter> writer = SlotWriter();
   if (writer == nullptr) return n;
   // A tensor in a shared slot crosses as its name: its bytes are neither sent nor buffered.
   for (const Tensor& t : element.tensors) {
@@ -561,7 +560,7 @@ void WorkerSession::RunOne() {
       split.skipped.push_back({id, std::string(status.message()), ErrorKind::kData});
       if (batch_) ResolveBatchLocked(item.split_id, split, item.position, std::nullopt, &jobs);
     } else {
-      const size_t estimate = WireEstimate(item.element);
+      const size_t estimate = WireEstimate(item.element, SlotWriter().get());
       max_estimate_ = std::max(max_estimate_, estimate);
       pending_bytes_ += estimate;
       NotePeakLocked();
@@ -669,24 +668,25 @@ void WorkerSession::Flush(FlushJob job) {
       job.elements.push_back(*std::move(batch));
     }
   }
+  // The shared slots, if any: a tensor the last op wrote into one goes as the slot's name.
+  const std::shared_ptr<SlotArenaWriter> writer = SlotWriter();
+  const SharedSlotOffset shared =
+      writer == nullptr ? SharedSlotOffset()
+                        : [&writer](const Tensor& t) { return writer->OffsetOf(t); };
   size_t begin = 0;
   while (status.ok() && begin < job.elements.size()) {
     size_t end = begin;
     size_t estimate = 0;
     do {
-      estimate += WireEstimate(job.elements[end]);
+      estimate += WireEstimate(job.elements[end], writer.get());
       ++end;
-    } while (end < job.elements.size() && estimate + WireEstimate(job.elements[end]) <=
+    } while (end < job.elements.size() &&
+             estimate + WireEstimate(job.elements[end], writer.get()) <=
                                               std::min(limit, chunk_target() * 2));
     std::vector<Element> group(std::make_move_iterator(job.elements.begin() + begin),
                                std::make_move_iterator(job.elements.begin() + end));
     // Uncompressed chunks leave the tensor bytes where they are; the gRPC server sends them
     // from there.
-    const std::shared_ptr<SlotArenaWriter> writer = SlotWriter();
-    // A tensor the last op wrote into a shared slot goes as the slot's name.
-    const SharedSlotOffset shared =
-        writer == nullptr ? SharedSlotOffset()
-                          : [&writer](const Tensor& t) { return writer->OffsetOf(t); };
     auto encoded = codec_ == Codec::kNone ? EncodeElementsInPlace(group, shared)
                                           : EncodeElements(group, codec_);
     if (!encoded.ok()) {

@@ -371,7 +371,8 @@ class WorkerSession : public std::enable_shared_from_this<WorkerSession> {
   // sent, so a chunk of named slots is as many samples as its bytes allow (counting the
   // slots' bytes had made every sample a chunk of its own once the send-time sizing shrank
   // the chunks to the few bytes each carries).
-  size_t WireEstimate(const Element& element) const;
+  // `writer`: the session's shared slots (SlotWriter(), taken once by the caller); null: none.
+  static size_t WireEstimate(const Element& element, const SlotArenaWriter* writer);
   // The shared slots attached (null: none).
   std::shared_ptr<SlotArenaWriter> SlotWriter() const;
   // Per sample: flushes the split's finished samples as a chunk when it is time to.
